@@ -1,0 +1,1 @@
+"""Ingest: mapping raw records into dated items, redaction, normalisation, persistence."""

@@ -1,0 +1,232 @@
+"""Persisting mapped records as items: idempotent by (source, external id), whole records only.
+
+Each record is written inside its own savepoint, so a failure on one record leaves no part of it
+behind and does not touch the others; work is committed chunk by chunk so a long file that is
+interrupted keeps every complete chunk, and a rerun finds those items unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from ingest.mapping import CompiledMapping, MappedRecord, RecordRejected
+from ingest.normalisation import content_hash
+from ingest.readers import RawRecord
+from ingest.redaction import Redactor
+from schemas.common import utcnow
+from schemas.item import Item, ItemRevision, ItemStatus
+from schemas.problem import IngestSummary, RecordError
+from schemas.source import Source
+
+CHUNK_SIZE = 500
+# Statuses a content change sends back to curation; rejected and retired items keep their status.
+_RECURATE_ON_CHANGE = {
+    ItemStatus.CANDIDATE.value,
+    ItemStatus.UNIQUE.value,
+    ItemStatus.DUPLICATE.value,
+    ItemStatus.CONTAMINATED.value,
+    ItemStatus.APPROVED.value,
+}
+
+ProgressCallback = Callable[[int], None]
+
+
+def record_digest(record: MappedRecord) -> str:
+    """sha256 over the canonical JSON of everything an item stores from its record."""
+    payload = {
+        "external_id": record.external_id,
+        "occurred_at": record.occurred_at.isoformat(),
+        "title": record.title,
+        "input": record.input,
+        "reference": record.reference,
+        "metadata": record.metadata,
+        "tags": record.tags,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _redact(record: MappedRecord, redactor: Redactor, counts: dict[str, int]) -> MappedRecord:
+    texts: dict[str, str] = {}
+    for name in ("title", "input", "reference"):
+        result = redactor.redact(getattr(record, name))
+        texts[name] = result.text
+        for kind, number in result.counts.items():
+            counts[kind] = counts.get(kind, 0) + number
+    metadata, metadata_counts = redactor.redact_value(record.metadata)
+    for kind, number in metadata_counts.items():
+        counts[kind] = counts.get(kind, 0) + number
+    assert isinstance(metadata, dict)
+    return MappedRecord(
+        external_id=record.external_id,
+        occurred_at=record.occurred_at,
+        title=texts["title"],
+        input=texts["input"],
+        reference=texts["reference"],
+        metadata=metadata,
+        tags=record.tags,
+    )
+
+
+def _snapshot(item: Item) -> dict[str, Any]:
+    return {
+        "occurred_at": item.occurred_at.isoformat(),
+        "title": item.title,
+        "input": item.input,
+        "reference": item.reference,
+        "metadata": item.meta,
+        "tags": item.tags,
+        "status": item.status,
+    }
+
+
+def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:
+    iterator = iter(records)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class ItemWriter:
+    """Writes records of one source into the database through a session it is given.
+
+    Not thread-safe; one writer per ingest run. The summary accumulates across `write` calls.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        source: Source,
+        mapping: CompiledMapping,
+        redactor: Redactor | None = None,
+        now: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if source.id is None:
+            raise ValueError("the source must be saved before items are written to it")
+        self.session = session
+        self.source = source
+        self.source_id: int = source.id
+        self.mapping = mapping
+        self.redactor = redactor or Redactor(mapping.mapping.redact)
+        self.now = now
+        self.summary = IngestSummary(source=source.name)
+
+    def write(self, records: Iterable[RawRecord], *, on_progress: ProgressCallback | None = None) -> IngestSummary:
+        """Map, redact and upsert `records`, committing every `CHUNK_SIZE`; returns the running summary."""
+        for chunk in _chunks(records, CHUNK_SIZE):
+            self._write_chunk(chunk)
+            self.session.commit()
+            if on_progress is not None:
+                on_progress(len(chunk))
+        return self.summary
+
+    def reject(self, raw: RawRecord, error: RecordRejected) -> None:
+        """Count `raw` as rejected for `error`."""
+        self.summary.read += 1
+        self.summary.rejected += 1
+        self.summary.rejected_by_reason[error.reason] = self.summary.rejected_by_reason.get(error.reason, 0) + 1
+        self.summary.errors.append(
+            RecordError(position=raw.position, locator=raw.locator, reason=error.reason, detail=error.detail, external_id=error.external_id)
+        )
+
+    def _write_chunk(self, chunk: list[RawRecord]) -> None:
+        now = self.now()
+        mapped: list[tuple[RawRecord, MappedRecord]] = []
+        for raw in chunk:
+            if raw.error is not None:
+                self.reject(raw, raw.error)
+                continue
+            try:
+                record = self.mapping.apply(raw.value, now=now)
+            except RecordRejected as exc:
+                self.reject(raw, exc)
+                continue
+            mapped.append((raw, _redact(record, self.redactor, self.summary.redacted)))
+        if not mapped:
+            return
+        outcomes: list[str | None]
+        try:
+            # Fast path: the whole chunk in one savepoint and one flush.
+            with self.session.begin_nested():
+                existing = self._existing(record.external_id for _, record in mapped)
+                outcomes = [self._upsert(record, existing, now) for _, record in mapped]
+                self.session.flush()
+        except IntegrityError:
+            # Another writer inserted one of these ids meanwhile: redo record by record, so each
+            # record is still written whole or not at all.
+            outcomes = self._write_one_by_one(mapped, now)
+        for outcome in outcomes:
+            if outcome is not None:
+                self.summary.read += 1
+                setattr(self.summary, outcome, getattr(self.summary, outcome) + 1)
+
+    def _existing(self, external_ids: Iterable[str]) -> dict[str, Item]:
+        wanted = set(external_ids)
+        query = select(Item).where(Item.source_id == self.source_id, col(Item.external_id).in_(wanted))
+        return {item.external_id: item for item in self.session.exec(query)}
+
+    def _write_one_by_one(self, mapped: list[tuple[RawRecord, MappedRecord]], now: datetime) -> list[str | None]:
+        outcomes: list[str | None] = []
+        for raw, record in mapped:
+            for attempt in range(2):
+                try:
+                    with self.session.begin_nested():
+                        outcomes.append(self._upsert(record, self._existing([record.external_id]), now))
+                        self.session.flush()
+                    break
+                except IntegrityError as exc:
+                    if attempt == 1:
+                        self.reject(raw, RecordRejected("conflict", f"the record conflicts with a stored item: {exc.orig}", record.external_id))
+                        outcomes.append(None)
+        return outcomes
+
+    def _upsert(self, record: MappedRecord, existing: dict[str, Item], now: datetime) -> str:
+        digest = record_digest(record)
+        item = existing.get(record.external_id)
+        fingerprint = content_hash(record.title, record.input, record.reference)
+        if item is None:
+            item = Item(
+                source_id=self.source_id,
+                external_id=record.external_id,
+                occurred_at=record.occurred_at,
+                title=record.title,
+                input=record.input,
+                reference=record.reference,
+                meta=record.metadata,
+                tags=record.tags,
+                content_hash=fingerprint,
+                record_digest=digest,
+                ingested_at=now,
+                updated_at=now,
+            )
+            self.session.add(item)
+            existing[record.external_id] = item
+            return "new"
+        if item.record_digest == digest:
+            return "unchanged"
+        if item.id is None:  # created earlier in this same batch
+            self.session.flush()
+        assert item.id is not None
+        self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=item.record_digest, previous=_snapshot(item)))
+        item.occurred_at = record.occurred_at
+        item.title = record.title
+        item.input = record.input
+        item.reference = record.reference
+        item.meta = record.metadata
+        item.tags = record.tags
+        item.content_hash = fingerprint
+        item.record_digest = digest
+        item.revision += 1
+        item.updated_at = now
+        if item.status in _RECURATE_ON_CHANGE:
+            item.status = ItemStatus.CANDIDATE.value
+        self.session.add(item)
+        return "updated"

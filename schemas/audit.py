@@ -1,0 +1,26 @@
+"""Audit events: who did what to which object, how many, when."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column
+from sqlmodel import Field, SQLModel
+
+from schemas.common import UTCDateTime, json_column_type, utcnow
+
+
+class AuditEvent(SQLModel, table=True):
+    """An append-only record of a change or a read of item content."""
+
+    __tablename__ = "audit_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    actor: str = Field(max_length=160, index=True)
+    action: str = Field(max_length=64, index=True)
+    object_type: str = Field(max_length=32)
+    object_id: str | None = Field(default=None, max_length=255)
+    count: int = Field(default=1)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+    details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))

@@ -1,0 +1,46 @@
+"""Error and summary shapes of the API: RFC 9457 problem details and the ingest summary."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RecordError(BaseModel):
+    """One rejected record: where it was (`position`: line number for JSONL/CSV, 0-based index for
+    a JSON array), a machine-readable `reason` code and a `detail` a person can act on."""
+
+    position: int
+    locator: str = Field(description="Human form of the position, e.g. 'line 12' or 'index 3'.")
+    reason: str
+    detail: str
+    external_id: str | None = None
+
+
+class IngestSummary(BaseModel):
+    """Counts of one ingest run. `read` = new + updated + unchanged + rejected."""
+
+    source: str
+    read: int = 0
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    rejected_by_reason: dict[str, int] = Field(default_factory=dict)
+    redacted: dict[str, int] = Field(default_factory=dict)
+    errors: list[RecordError] = Field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        return self.new + self.updated + self.unchanged
+
+
+class Problem(BaseModel):
+    """`application/problem+json` (RFC 9457). Extra members carry details such as `errors`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None

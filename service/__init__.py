@@ -1,0 +1,1 @@
+"""The goldenset service: REST API, auth, settings, database, scheduler and CLI."""

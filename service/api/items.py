@@ -1,0 +1,105 @@
+"""Reading items: filtered, cursor-paginated lists and single items."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import and_, or_
+from sqlmodel import Session, col, select
+
+from schemas.item import Item, ItemPage, ItemRead, ItemStatus
+from schemas.source import Source
+from service.api.deps import SessionDep
+from service.auth import ReadPrincipal
+from service.problems import ProblemError, problem_doc
+
+router = APIRouter(prefix="/v1/items", tags=["items"])
+MAX_PAGE = 500
+
+
+def to_read(item: Item, source_name: str) -> ItemRead:
+    assert item.id is not None
+    return ItemRead(
+        id=item.id,
+        source=source_name,
+        external_id=item.external_id,
+        occurred_at=item.occurred_at,
+        ingested_at=item.ingested_at,
+        updated_at=item.updated_at,
+        title=item.title,
+        input=item.input,
+        reference=item.reference,
+        metadata=item.meta,
+        tags=item.tags,
+        content_hash=item.content_hash,
+        revision=item.revision,
+        status=item.status,
+    )
+
+
+def _encode_cursor(item: Item) -> str:
+    raw = json.dumps({"o": item.occurred_at.isoformat(), "i": item.id}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(raw["o"]), int(raw["i"])
+    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+        raise ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it") from exc
+
+
+def _aware(value: datetime | None, name: str) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ProblemError(422, "Invalid request", f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    return value
+
+
+@router.get("", response_model=ItemPage, responses=problem_doc(401, 403, 422))
+def list_items(
+    _: ReadPrincipal,
+    session: SessionDep,
+    source: str | None = None,
+    status: ItemStatus | None = None,
+    occurred_after: Annotated[datetime | None, Query(description="Only items that occurred at or after this time (with zone).")] = None,
+    occurred_before: Annotated[datetime | None, Query(description="Only items that occurred before this time (with zone).")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: str | None = None,
+) -> ItemPage:
+    """List items, newest incident first; pass `next_cursor` as `cursor` for the next page."""
+    query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id))
+    if source is not None:
+        query = query.where(Source.name == source)
+    if status is not None:
+        query = query.where(Item.status == status.value)
+    if (after := _aware(occurred_after, "occurred_after")) is not None:
+        query = query.where(col(Item.occurred_at) >= after)
+    if (before := _aware(occurred_before, "occurred_before")) is not None:
+        query = query.where(col(Item.occurred_at) < before)
+    if cursor:
+        at, item_id = _decode_cursor(cursor)
+        query = query.where(or_(col(Item.occurred_at) < at, and_(col(Item.occurred_at) == at, col(Item.id) < item_id)))
+    rows = session.exec(query.order_by(col(Item.occurred_at).desc(), col(Item.id).desc()).limit(limit + 1)).all()
+    page = rows[:limit]
+    next_cursor = _encode_cursor(page[-1][0]) if len(rows) > limit else None
+    return ItemPage(items=[to_read(item, name) for item, name in page], next_cursor=next_cursor)
+
+
+def require_item(session: Session, item_id: int) -> tuple[Item, str]:
+    row = session.exec(select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(Item.id == item_id)).first()
+    if row is None:
+        raise ProblemError(404, "Not Found", f"no item with id {item_id}")
+    return row[0], row[1]
+
+
+@router.get("/{item_id}", response_model=ItemRead, responses=problem_doc(401, 403, 404))
+def get_item(item_id: int, _: ReadPrincipal, session: SessionDep) -> ItemRead:
+    """One item."""
+    item, source_name = require_item(session, item_id)
+    return to_read(item, source_name)

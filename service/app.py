@@ -1,0 +1,88 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.openapi.utils import get_openapi
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from schemas.problem import Problem
+from service.api import health, items, sources
+from service.auth import ensure_bootstrap_admin
+from service.db import make_engine
+from service.logs import request_id_var
+from service.metrics import Metrics
+from service.problems import install_problem_handlers
+from service.settings import Settings, get_settings
+
+access_log = logging.getLogger("goldenset.access")
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
+    """Build the app. The schema must already be migrated (`goldenset migrate`; `serve` does it)."""
+    settings = settings or get_settings()
+    engine = engine or make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.admin_token is not None:
+            with Session(engine) as session:
+                ensure_bootstrap_admin(session=session, admin_token=settings.admin_token.get_secret_value())
+        yield
+
+    app = FastAPI(
+        title="goldenset",
+        version="0.1.0",
+        summary="Private, continuously refreshed LLM evaluation sets from production incidents.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.metrics = Metrics()
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    app.include_router(sources.router)
+    app.include_router(items.router)
+
+    @app.middleware("http")
+    async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        incoming = request.headers.get(REQUEST_ID_HEADER, "")
+        request_id = incoming if 0 < len(incoming) <= 64 and incoming.isprintable() else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            response.headers[REQUEST_ID_HEADER] = request_id
+            return response
+        finally:
+            elapsed = time.perf_counter() - started
+            route = request.scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            app.state.metrics.request_duration.labels(request.method, template, str(status)).observe(elapsed)
+            access_log.info(
+                "%s %s %s", request.method, template, status, extra={"method": request.method, "route": template, "status": status, "duration_ms": round(elapsed * 1000, 2)}
+            )
+            request_id_var.reset(token)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            document.setdefault("components", {}).setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
+            document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            document["security"] = [{"bearer": []}]
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

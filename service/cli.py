@@ -1,0 +1,207 @@
+"""The `goldenset` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from ingest.mapping import MappingError, load_mapping
+from ingest.readers import DocumentError, detect_format, iter_records
+from schemas.problem import IngestSummary
+from schemas.source import SourceCreate, SourceKind, check_source_name
+from schemas.token import ApiToken
+from service.auth import create_token, revoke_token
+from service.db import make_engine, migrate
+from service.ingestion import ingest_records
+from service.settings import get_settings
+from service.sources import create_source, get_source, list_sources, set_source_mapping, source_mapping
+
+app = typer.Typer(help="goldenset: private, continuously refreshed LLM evals from production incidents.", no_args_is_help=True)
+token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
+source_app = typer.Typer(help="Create and list sources.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+app.add_typer(source_app, name="source")
+
+out = Console()
+err = Console(stderr=True)
+EXIT_USAGE = 2
+EXIT_REJECTED = 3
+CLI_ACTOR = "cli"
+MAX_ERRORS_SHOWN = 25
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _engine() -> Engine:
+    """The configured database, migrated to the newest schema."""
+    engine = make_engine(get_settings().database_url)
+    migrate(engine)
+    return engine
+
+
+@app.command("migrate")
+def migrate_command() -> None:
+    """Create or upgrade the database schema (GOLDENSET_DATABASE_URL; SQLite under ./var/ by default)."""
+    _engine()
+    out.print("database schema is up to date")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json)."""
+    import uvicorn
+
+    from service.app import create_app
+    from service.logs import configure_logging
+
+    settings = get_settings()
+    configure_logging(settings.log_level, json_format=settings.log_json)
+    engine = _engine()
+    uvicorn.run(create_app(settings, engine=engine), host=host, port=port, log_config=None, proxy_headers=False)
+
+
+def _print_summary(summary: IngestSummary) -> None:
+    table = Table(title=f"ingest into {summary.source}", show_header=False)
+    for label, value in (("read", summary.read), ("new", summary.new), ("updated", summary.updated), ("unchanged", summary.unchanged), ("rejected", summary.rejected)):
+        table.add_row(label, str(value))
+    for reason, count in sorted(summary.rejected_by_reason.items()):
+        table.add_row(f"  rejected: {reason}", str(count))
+    for kind, count in sorted(summary.redacted.items()):
+        table.add_row(f"redacted <{kind}>", str(count))
+    out.print(table)
+    for error in summary.errors[:MAX_ERRORS_SHOWN]:
+        out.print(f"[yellow]{error.locator}[/]: {error.reason}: {error.detail}", highlight=False)
+    if len(summary.errors) > MAX_ERRORS_SHOWN:
+        out.print(f"... and {len(summary.errors) - MAX_ERRORS_SHOWN} more rejected records")
+
+
+@app.command()
+def ingest(
+    file: Annotated[Path, typer.Argument(help="A JSONL, CSV or JSON file of records.", exists=False)],
+    source: Annotated[str, typer.Option("--source", help="Source name; created (kind 'file') if new.")],
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file (YAML or JSON); stored on the source.")] = None,
+    format: Annotated[str | None, typer.Option("--format", help="jsonl, csv or json; default from the mapping or the extension.")] = None,
+) -> None:
+    """Ingest a file of dated incidents into a source. Re-ingesting is idempotent.
+
+    Exit status: 0 when every record was stored, 3 when some were rejected (the rest are stored),
+    2 when nothing could be read."""
+    try:
+        check_source_name(source)
+        parsed_mapping = load_mapping(mapping) if mapping is not None else None
+        data = file.read_bytes()
+    except (ValueError, MappingError) as exc:
+        raise _fail(str(exc)) from exc
+    except OSError as exc:
+        raise _fail(f"cannot read {file}: {exc.strerror}") from exc
+    engine = _engine()
+    settings = get_settings()
+    with Session(engine, expire_on_commit=False) as session:
+        stored_source = get_source(session=session, name=source)
+        mapping_document = parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None
+        if stored_source is None:
+            stored_source, _ = create_source(
+                session=session,
+                data=SourceCreate(name=source, kind=SourceKind.FILE.value, mapping=mapping_document),
+                secret_key=settings.secret_key.get_secret_value(),
+                actor=CLI_ACTOR,
+            )
+            err.print(f"created source [bold]{source}[/]")
+        elif mapping_document is not None:
+            set_source_mapping(session=session, source=stored_source, mapping=mapping_document, actor=CLI_ACTOR)
+        effective = source_mapping(stored_source)
+        try:
+            records = list(iter_records(data, detect_format(file, format, effective.format), effective.records))
+        except DocumentError as exc:
+            raise _fail(f"{file}: {exc}; nothing was ingested") from exc
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+            task = progress.add_task(f"ingesting {file.name}", total=len(records))
+            summary = ingest_records(
+                session=session, source=stored_source, records=records, mapping=effective, actor=CLI_ACTOR, on_progress=lambda n: progress.advance(task, n)
+            )
+    _print_summary(summary)
+    if summary.rejected:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Option("--name", help="Who or what uses the token.")],
+    scopes: Annotated[str, typer.Option("--scopes", help="Comma-separated: ingest, curate, read, sealed, admin.")],
+) -> None:
+    """Create a token and print it once (only its hash is stored)."""
+    with Session(_engine()) as session:
+        try:
+            plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR)
+        except ValueError as exc:
+            raise _fail(str(exc)) from exc
+    err.print(f"token {token.id} ({token.name}) with scopes {', '.join(token.scopes)}; it is shown only now:")
+    out.print(plaintext, highlight=False)
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """List tokens (never their values)."""
+    with Session(_engine()) as session:
+        tokens = session.exec(select(ApiToken).order_by(col(ApiToken.id))).all()
+    table = Table("id", "name", "prefix", "scopes", "created", "last used", "revoked")
+    for token in tokens:
+        last_used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "-"
+        table.add_row(str(token.id), token.name, token.prefix, ",".join(token.scopes), f"{token.created_at:%Y-%m-%d %H:%M}", last_used, "yes" if token.revoked else "")
+    out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (see `goldenset token list`).")]) -> None:
+    """Revoke a token; requests bearing it get 401 from now on."""
+    with Session(_engine()) as session:
+        try:
+            revoke_token(session=session, token_id=token_id, actor=CLI_ACTOR)
+        except LookupError as exc:
+            raise _fail(str(exc)) from exc
+    out.print(f"token {token_id} revoked")
+
+
+@source_app.command("create")
+def source_create(
+    name: Annotated[str, typer.Argument(help="Source name.")],
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file; without one, records use the native item shape.")] = None,
+    kind: Annotated[str, typer.Option("--kind", help="push or file.")] = SourceKind.PUSH.value,
+) -> None:
+    """Create a source and print its webhook secret once."""
+    try:
+        document = load_mapping(mapping).model_dump(mode="json", exclude_defaults=True) if mapping else None
+        data = SourceCreate(name=name, kind=kind, mapping=document)
+    except (ValueError, MappingError) as exc:
+        raise _fail(str(exc)) from exc
+    with Session(_engine()) as session:
+        try:
+            _, secret = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
+        except FileExistsError as exc:
+            raise _fail(str(exc)) from exc
+    err.print(f"source {name} created; its webhook secret (for the Goldenset-Signature header) is shown only now:")
+    out.print(secret, highlight=False)
+
+
+@source_app.command("list")
+def source_list() -> None:
+    """List sources with their item counts."""
+    with Session(_engine()) as session:
+        sources = list_sources(session=session)
+    table = Table("name", "kind", "items", "created")
+    for source in sources:
+        table.add_row(source.name, source.kind, str(source.item_count), f"{source.created_at:%Y-%m-%d %H:%M}")
+    out.print(table)

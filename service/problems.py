@@ -1,0 +1,83 @@
+"""RFC 9457 problem details: one exception type for expected errors, and the handlers that render
+every error (ours, FastAPI's, validation, unexpected) as `application/problem+json`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+logger = logging.getLogger("goldenset.errors")
+
+
+class ProblemError(Exception):
+    """An error the client can act on. `extra` members are added to the problem document."""
+
+    def __init__(self, status: int, title: str, detail: str, *, headers: dict[str, str] | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.headers = headers
+        self.extra = extra
+
+
+def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    """A problem+json response."""
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
+    if detail is not None:
+        body["detail"] = detail
+    if instance is not None:
+        body["instance"] = instance
+    body.update(extra)
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
+
+
+_PROBLEM_DESCRIPTIONS = {
+    400: "The body cannot be read (not UTF-8, not JSON, not an array).",
+    401: "Missing, unknown or revoked bearer token, or a bad webhook signature.",
+    403: "The token lacks the scope this endpoint needs.",
+    404: "Not found.",
+    409: "Conflicts with an existing object.",
+    413: "The body is larger than the configured limit.",
+    422: "Invalid input; the problem names each bad record or field.",
+}
+
+
+def problem_doc(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the problem codes a route can answer with."""
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {code: {"description": _PROBLEM_DESCRIPTIONS.get(code, "Error."), "content": {PROBLEM_MEDIA_TYPE: {"schema": schema}}} for code in codes}
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Render every error of `app` as problem+json."""
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(exc.status, exc.title, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else None
+        title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP error")
+        return problem_response(exc.status_code, title, detail, instance=request.url.path, headers=dict(exc.headers) if exc.headers else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"location": ".".join(str(part) for part in err.get("loc", ())), "reason": err.get("type", "invalid"), "detail": err.get("msg", "")}
+            for err in exc.errors()
+        ]
+        summary = "; ".join(f"{err['location']}: {err['detail']}" for err in errors[:5])
+        return problem_response(422, "Invalid request", summary, instance=request.url.path, errors=errors)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error", extra={"path": request.url.path})
+        return problem_response(500, "Internal Server Error", "the server failed; the error is logged with this request's id", instance=request.url.path)

@@ -1,0 +1,160 @@
+"""Shared fixtures: a freshly migrated database per test, on every backend named in
+GOLDENSET_TEST_DATABASES (default `sqlite`; `make test` and CI use `sqlite,postgresql`), an app,
+and a real uvicorn server on loopback.
+
+PostgreSQL is never skipped: when it is asked for and unreachable, the tests that need it error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import Session
+
+from service.app import create_app
+from service.auth import create_token
+from service.db import make_engine, migrate
+from service.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+BACKENDS = [name.strip() for name in os.environ.get("GOLDENSET_TEST_DATABASES", "sqlite").split(",") if name.strip()]
+POSTGRES_URL = os.environ.get("GOLDENSET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789abcdef"
+
+
+def _pg_admin() -> psycopg.Connection[tuple[object, ...]]:
+    url = make_url(POSTGRES_URL)
+    return psycopg.connect(host=url.host, port=url.port or 5432, user=url.username, password=url.password, dbname=url.database, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def _templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One migrated template per backend, copied for each test (much faster than migrating each time)."""
+    templates: dict[str, str] = {}
+    created_pg: str | None = None
+    if "sqlite" in BACKENDS:
+        path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+        engine = make_engine(f"sqlite:///{path}")
+        migrate(engine)
+        engine.dispose()
+        templates["sqlite"] = str(path)
+    if "postgresql" in BACKENDS:
+        name = f"goldenset_tmpl_{uuid.uuid4().hex[:10]}"
+        with _pg_admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created_pg = name
+        engine = make_engine(make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False))
+        migrate(engine)
+        engine.dispose()
+        templates["postgresql"] = name
+    yield templates
+    if created_pg:
+        with _pg_admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{created_pg}" WITH (FORCE)')
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """The URL of a new, migrated, empty database on one backend."""
+    backend: str = request.param
+    if backend == "sqlite":
+        path = tmp_path / "goldenset.db"
+        shutil.copyfile(_templates["sqlite"], path)
+        yield f"sqlite:///{path}"
+        return
+    if backend != "postgresql":
+        raise ValueError(f"unknown backend {backend!r} in GOLDENSET_TEST_DATABASES")
+    name = f"goldenset_test_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_templates["postgresql"]}"')
+    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with _pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def session(engine: Engine) -> Iterator[Session]:
+    with Session(engine, expire_on_commit=False) as session:
+        yield session
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024)
+
+
+@pytest.fixture
+def app(settings: Settings, engine: Engine) -> FastAPI:
+    return create_app(settings, engine=engine)
+
+
+@dataclass
+class LiveServer:
+    """A uvicorn server on 127.0.0.1 serving the app, with a helper to mint tokens."""
+
+    url: str
+    engine: Engine
+    settings: Settings
+
+    def token(self, *scopes: str, name: str = "test") -> str:
+        with Session(self.engine) as session:
+            plaintext, _ = create_token(session=session, name=name, scopes=list(scopes))
+        return plaintext
+
+    def client(self, *scopes: str) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.token(*scopes)}"} if scopes else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def live_server(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
+    """The app served by a real uvicorn on a free loopback port, for the duration of one test."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    yield LiveServer(url=f"http://127.0.0.1:{port}", engine=engine, settings=settings)
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data`, which every developer and CI have beside the project."""
+    if not SHARED_DATA.is_dir():
+        raise RuntimeError(f"{SHARED_DATA} is missing: the real-data tests need ../shared/data beside the project")
+    return SHARED_DATA
