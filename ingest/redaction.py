@@ -9,7 +9,8 @@ Contracts:
 * Families run in a fixed order: secrets, then e-mail addresses, then IP addresses, so that a
   password inside a URL or a token is replaced whole before the narrower patterns see it.
 * Existing placeholders are never touched, and redaction is idempotent:
-  ``redact(redact(x).text).text == redact(x).text``.
+  ``redact(redact(x).text).text == redact(x).text`` (the text is passed over again until
+  nothing changes, at most a few times).
 * A family switched off in the `RedactionPolicy` is not looked for at all.
 * Secret formats come from detect-secrets' regex plugins (see `SECRET_PLUGINS`); entropy- and
   keyword-based plugins are deliberately not used because they fire on commit hashes, block ids
@@ -28,6 +29,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -188,8 +190,10 @@ def _extend(chars: str) -> _Refiner:
 
 def _isolated(before: str, after: str) -> _Refiner:
     """Drops a match glued to a longer run of `before` chars on its left or `after` on its right."""
-    left = re.compile(f"[{before}]")
-    right = re.compile(f"[{after}]")
+    # A placeholder counts as glued too: it stands for chars that were glued in the original,
+    # and treating it otherwise would redact more on a second pass (breaking idempotence).
+    left = re.compile(f"[{before}>]")
+    right = re.compile(f"[{after}<]")
 
     def refine(text: str, start: int, end: int) -> tuple[int, int] | None:
         if start > 0 and left.match(text, start - 1):
@@ -281,7 +285,7 @@ class _Plugin:
     match before the slow pattern is run on it at all."""
     refiners: tuple[_Refiner, ...] = ()
     anchor: str | None = None
-    """Regex for the only places where a match may start (see `_SecretRule.spans`)."""
+    """Regex whose (non-overlapping) matches are the only places where a match may start."""
 
 
 _TOKEN = "A-Za-z0-9_\\-"
@@ -297,7 +301,9 @@ SECRET_PLUGINS: tuple[_Plugin, ...] = (
         refiners=(_extend("0-9A-Z"),),
     ),
     _Plugin(GitHubTokenDetector, "github-token", refiners=(_extend("A-Za-z0-9_"),)),
-    _Plugin(GitLabTokenDetector, "gitlab-token"),
+    # The patterns end in "(?!\w)" but may start anywhere: without a left boundary they would
+    # match the tail of any long identifier.
+    _Plugin(GitLabTokenDetector, "gitlab-token", refiners=(_isolated(_TOKEN, ""),)),
     _Plugin(
         SlackDetector,
         "slack-token",
@@ -315,12 +321,13 @@ SECRET_PLUGINS: tuple[_Plugin, ...] = (
         gates=(("", "t3blbkfj"),),
         refiners=(_extend("A-Za-z0-9"),),
     ),
-    # A JWT starts a token: without the anchor, every "eyJ" inside a long base64 blob would
-    # rescan the blob (quadratic).
+    # The anchor is the JWT's first segment, as the pattern defines it: a failed try rules out
+    # every later "eyJ" of the same run, which a plain search would try again (quadratic on
+    # long base64 blobs).
     _Plugin(
         JwtTokenDetector,
         "jwt",
-        anchor="(?<![A-Za-z0-9_-])eyJ",
+        anchor="eyJ[A-Za-z0-9_=-]*",
         refiners=(_extend("A-Za-z0-9_\\-.+/="), _rstrip_dots),
     ),
     _Plugin(BasicAuthDetector, "password-in-url", secret_in_group=True),
@@ -361,7 +368,6 @@ SECRET_PLUGINS: tuple[_Plugin, ...] = (
         ArtifactoryDetector,
         "artifactory-token",
         gates=(("AKC", "akc[a-z0-9]{10}"), ("AP", "ap[\\da-f][a-z0-9]{8}")),
-        refiners=(_trim,),
     ),
     _Plugin(
         CloudantDetector,
@@ -451,7 +457,7 @@ _FORMAT_RULES: tuple[_OwnRule, ...] = (
         group=1,
         gate="aws_?secret",
     ),
-    _OwnRule("gcp-api-key", r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"),
+    _OwnRule("gcp-api-key", r"AIza(?<![0-9A-Za-z_\-]AIza)[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-<])"),
     _OwnRule("github-token", r"github_pat_[A-Za-z0-9_]{22,}"),
     _OwnRule("npm-token", r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
 )
@@ -465,9 +471,6 @@ def _plugin_rules(plugin: _Plugin) -> Iterator[_SecretRule]:
         source = pattern.pattern
         kind = next((k for needle, k in plugin.kind_overrides if needle in source), plugin.kind)
         gate = next((re.compile(g) for needle, g in plugin.gates if needle in source), None)
-        if gate is None and re.escape(source) == source:
-            # A plain literal (the private-key markers): a substring test is all it needs.
-            gate = re.compile(re.escape(source.lower()))
         group = 1 if plugin.secret_in_group and pattern.groups else 0
         refiners = plugin.refiners if group else (_trim, *plugin.refiners)
         anchor = re.compile(plugin.anchor) if plugin.anchor else None
@@ -495,6 +498,8 @@ def _build_secret_rules() -> tuple[_SecretRule, ...]:
 
 _SECRET_RULES = _build_secret_rules()
 
+# The common subset of RFC 5322: a dot-atom local part (Unicode letters allowed) and a dotted host
+# name with an alphabetic TLD. Quoted local parts and IP-literal domains are not matched.
 _EMAIL_RE = re.compile(
     r"(?<![\w.%+\-])"
     r"[\w.%+\-]+"
@@ -538,26 +543,37 @@ def _ipv6_spans(text: str) -> Iterator[tuple[int, int]]:
 
 
 # Four-part version numbers (jackson 2.9.10.3, HDP-2.6.5.165) are valid dotted quads too; they
-# are recognised by their context, unless the address looks networked (port, CIDR, "/", "@").
-_VERSION_BEFORE = re.compile(
-    r"(?i:\b(?:v|ver|versions?|releases?|released|upgrad(?:e|es|ed|ing)|bump(?:s|ed|ing)?"
-    r"|updat(?:e|es|ed|ing)|downgrad(?:e|es|ed|ing)|patched|fixed in|through|since|jdk|jre)\b"
-    r"|-->|->)[^\n]{0,40}\Z"
-    r"|[A-Za-z0-9_][\w.]*[-:][\w.:-]*[ \t]+(?:to|from)[ \t]+\Z"
-    r"|(?:[A-Za-z]-|:jar:|\bv)\Z"
+# are recognised by the words just before them on the same line, unless the address looks
+# networked (port, CIDR, "/", "@").
+_VERSION_WORDS = frozenset(
+    {"v", "ver", "version", "versions", "release", "releases", "released", "patched", "through"}
+    | {"since", "jdk", "jre", "-->", "->"}
 )
+_VERSION_STEMS = ("upgrad", "bump", "updat", "downgrad")
 _VERSION_AFTER = re.compile(r"-(?:SNAPSHOT|RC\d|alpha|beta)|[ \t]*\(build\b", re.IGNORECASE)
-_NETWORK_AROUND = re.compile(r"[:#]\d|/\d{1,2}\b")
+_NETWORK_AFTER = re.compile(r"[:#]\d|/\d{1,2}\b")
+_WORD_PUNCTUATION = ",;()[]{}'\"*`"
 
 
 def _looks_like_version(text: str, start: int, end: int) -> bool:
     if start > 0 and text[start - 1] in "/@[":
         return False
-    if _NETWORK_AROUND.match(text, end):
+    if _NETWORK_AFTER.match(text, end):
         return False
     if _VERSION_AFTER.match(text, end):
         return True
-    return _VERSION_BEFORE.search(text, max(0, start - 60), start) is not None
+    before = text[max(text.rfind("\n", 0, start) + 1, start - 48) : start]
+    # "hadoop-auth-3.1.1.7", "snappy-java:jar:1.1.8.2"
+    if before.endswith(":jar:") or (before[-2:-1].isalpha() and before.endswith("-")):
+        return True
+    words = [word.strip(_WORD_PUNCTUATION) for word in before.lower().split()]
+    # "jackson-databind to 2.9.10.3", "org.apache.derby:derby from 10.10.2.0"
+    if len(words) >= 2 and words[-1] in ("to", "from") and any(c in words[-2] for c in "-:"):
+        return True
+    recent = words[-6:]
+    if any(w in _VERSION_WORDS or w.startswith(_VERSION_STEMS) for w in recent):
+        return True
+    return any(pair == ("fixed", "in") for pair in pairwise(recent))
 
 
 def _ipv4_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -606,6 +622,9 @@ def _apply(text: str, spans: list[_Span], counts: dict[str, int]) -> str:
     return "".join(pieces)
 
 
+_MAX_PASSES = 4
+
+
 class Redactor:
     """Replaces secrets, e-mail addresses and IP addresses with typed placeholders.
 
@@ -625,9 +644,21 @@ class Redactor:
         """Redacts `text` according to the policy.
 
         Secrets are replaced first, then e-mail addresses, then IP addresses; placeholders
-        already present are left alone, so the operation is idempotent.
+        already present are left alone. The result is a fixed point, so redacting it again
+        changes nothing (short of adversarial input needing more than a few passes).
         """
         counts: dict[str, int] = {}
+        # A match refused because of its neighbour (a "(?!\w)" in a detect-secrets pattern, an
+        # e-mail's TLD running on) can become acceptable once the neighbour is a placeholder;
+        # passing again until nothing changes is what makes the result a fixed point.
+        for _ in range(_MAX_PASSES):
+            replaced = sum(counts.values())
+            text = self._redact_once(text, counts)
+            if sum(counts.values()) == replaced:
+                break
+        return RedactionResult(text=text, counts=counts)
+
+    def _redact_once(self, text: str, counts: dict[str, int]) -> str:
         if self._policy.secrets:
             lowered = text.lower()
             spans = [
@@ -645,7 +676,7 @@ class Redactor:
             if "." in text:
                 spans.extend((start, end, 1, "IPV4") for start, end in _ipv4_spans(text))
             text = _apply(text, spans, counts)
-        return RedactionResult(text=text, counts=counts)
+        return text
 
     def redact_value(self, value: object) -> tuple[object, dict[str, int]]:
         """Recursively redacts every str inside dicts, lists and tuples (dict keys left as is).

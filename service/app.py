@@ -16,12 +16,12 @@ from sqlmodel import Session
 
 from schemas.problem import Problem
 from service.api import health, items, sources
-from service.auth import ensure_bootstrap_admin
 from service.db import make_engine
 from service.logs import request_id_var
 from service.metrics import Metrics
 from service.problems import install_problem_handlers
 from service.settings import Settings, get_settings
+from service.tokens import ensure_bootstrap_admin
 
 access_log = logging.getLogger("goldenset.access")
 REQUEST_ID_HEADER = "X-Request-ID"

@@ -1,4 +1,4 @@
-"""Bearer-token authentication and scope checks. Tokens are stored only as sha256 hashes."""
+"""Bearer-token authentication and scope checks for the HTTP API (tokens themselves: service.tokens)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlmodel import Session, select
+from sqlalchemy import update
+from sqlmodel import Session, col, select
 
-from schemas.audit import AuditEvent
 from schemas.common import utcnow
-from schemas.token import ApiToken, Scope, effective_scopes, parse_scopes
-from service.crypto import new_secret, sha256_hex
+from schemas.token import ApiToken, Scope, effective_scopes
+from service.crypto import sha256_hex
 from service.problems import ProblemError
 
-TOKEN_PREFIX = "gs_"
-BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
@@ -32,50 +30,6 @@ class Principal:
     @property
     def actor(self) -> str:
         return f"token:{self.name}"
-
-
-def create_token(*, session: Session, name: str, scopes: str | list[str], actor: str = "cli") -> tuple[str, ApiToken]:
-    """Create a token; returns the plaintext (shown once, never stored) and the stored row."""
-    parsed = parse_scopes(scopes)
-    if not name.strip():
-        raise ValueError("a token needs a name saying who or what uses it")
-    plaintext = new_secret(TOKEN_PREFIX)
-    token = ApiToken(name=name.strip(), token_hash=sha256_hex(plaintext), prefix=plaintext[:10], scopes=parsed)
-    session.add(token)
-    session.flush()
-    session.add(AuditEvent(actor=actor, action="token.create", object_type="token", object_id=str(token.id), details={"name": token.name, "scopes": parsed}))
-    session.commit()
-    return plaintext, token
-
-
-def revoke_token(*, session: Session, token_id: int, actor: str = "cli") -> ApiToken:
-    """Revoke a token by id; raises LookupError when there is none."""
-    token = session.get(ApiToken, token_id)
-    if token is None:
-        raise LookupError(f"no token with id {token_id}")
-    if token.revoked_at is None:
-        token.revoked_at = utcnow()
-        session.add(token)
-        session.add(AuditEvent(actor=actor, action="token.revoke", object_type="token", object_id=str(token_id)))
-        session.commit()
-    return token
-
-
-def ensure_bootstrap_admin(*, session: Session, admin_token: str) -> None:
-    """Make `admin_token` (from GOLDENSET_ADMIN_TOKEN) a valid admin token, replacing an older value."""
-    digest = sha256_hex(admin_token)
-    existing = session.exec(select(ApiToken).where(ApiToken.name == BOOTSTRAP_TOKEN_NAME)).first()
-    if existing is not None and existing.token_hash == digest and existing.revoked_at is None:
-        return
-    if existing is None:
-        existing = ApiToken(name=BOOTSTRAP_TOKEN_NAME, token_hash=digest, prefix=admin_token[:4] + "…", scopes=[Scope.ADMIN.value])
-    else:
-        existing.token_hash = digest
-        existing.prefix = admin_token[:4] + "…"
-        existing.revoked_at = None
-    session.add(existing)
-    session.add(AuditEvent(actor="settings", action="token.bootstrap", object_type="token", object_id=BOOTSTRAP_TOKEN_NAME))
-    session.commit()
 
 
 def _unauthorized(detail: str) -> ProblemError:
@@ -98,12 +52,13 @@ def authenticate(request: Request) -> Principal:
             raise _unauthorized("the bearer token is not valid")
         if token.revoked_at is not None:
             raise _unauthorized("the bearer token was revoked")
+        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
         now = utcnow()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-            token.last_used_at = now
-            session.add(token)
+            # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
             session.commit()
-        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
+            session.exec(update(ApiToken).where(col(ApiToken.id) == token.id).values(last_used_at=now))
+            session.commit()
     request.state.principal = principal
     return principal
 

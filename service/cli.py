@@ -17,11 +17,11 @@ from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate, SourceKind, check_source_name
 from schemas.token import ApiToken
-from service.auth import create_token, revoke_token
-from service.db import make_engine, migrate
+from service.db import make_engine, migrate, write_session
 from service.ingestion import ingest_records
 from service.settings import get_settings
 from service.sources import create_source, get_source, list_sources, set_source_mapping, source_mapping
+from service.tokens import create_token, revoke_token
 
 app = typer.Typer(help="goldenset: private, continuously refreshed LLM evals from production incidents.", no_args_is_help=True)
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -47,6 +47,15 @@ def _engine() -> Engine:
     engine = make_engine(get_settings().database_url)
     migrate(engine)
     return engine
+
+
+def _session() -> Session:
+    return write_session(_engine())
+
+
+def _print_secret(value: str) -> None:
+    """Print a secret alone on stdout, unwrapped and unstyled, so scripts can capture it."""
+    typer.echo(value)
 
 
 @app.command("migrate")
@@ -107,9 +116,8 @@ def ingest(
         raise _fail(str(exc)) from exc
     except OSError as exc:
         raise _fail(f"cannot read {file}: {exc.strerror}") from exc
-    engine = _engine()
     settings = get_settings()
-    with Session(engine, expire_on_commit=False) as session:
+    with _session() as session:
         stored_source = get_source(session=session, name=source)
         mapping_document = parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None
         if stored_source is None:
@@ -143,19 +151,19 @@ def token_create(
     scopes: Annotated[str, typer.Option("--scopes", help="Comma-separated: ingest, curate, read, sealed, admin.")],
 ) -> None:
     """Create a token and print it once (only its hash is stored)."""
-    with Session(_engine()) as session:
+    with _session() as session:
         try:
             plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR)
         except ValueError as exc:
             raise _fail(str(exc)) from exc
     err.print(f"token {token.id} ({token.name}) with scopes {', '.join(token.scopes)}; it is shown only now:")
-    out.print(plaintext, highlight=False)
+    _print_secret(plaintext)
 
 
 @token_app.command("list")
 def token_list() -> None:
     """List tokens (never their values)."""
-    with Session(_engine()) as session:
+    with _session() as session:
         tokens = session.exec(select(ApiToken).order_by(col(ApiToken.id))).all()
     table = Table("id", "name", "prefix", "scopes", "created", "last used", "revoked")
     for token in tokens:
@@ -167,7 +175,7 @@ def token_list() -> None:
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (see `goldenset token list`).")]) -> None:
     """Revoke a token; requests bearing it get 401 from now on."""
-    with Session(_engine()) as session:
+    with _session() as session:
         try:
             revoke_token(session=session, token_id=token_id, actor=CLI_ACTOR)
         except LookupError as exc:
@@ -187,21 +195,25 @@ def source_create(
         data = SourceCreate(name=name, kind=kind, mapping=document)
     except (ValueError, MappingError) as exc:
         raise _fail(str(exc)) from exc
-    with Session(_engine()) as session:
+    with _session() as session:
         try:
             _, secret = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
         except FileExistsError as exc:
             raise _fail(str(exc)) from exc
     err.print(f"source {name} created; its webhook secret (for the Goldenset-Signature header) is shown only now:")
-    out.print(secret, highlight=False)
+    _print_secret(secret)
 
 
 @source_app.command("list")
 def source_list() -> None:
     """List sources with their item counts."""
-    with Session(_engine()) as session:
+    with _session() as session:
         sources = list_sources(session=session)
     table = Table("name", "kind", "items", "created")
     for source in sources:
         table.add_row(source.name, source.kind, str(source.item_count), f"{source.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,8 @@ from sqlmodel import Session, create_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+MIGRATION_LOCK_ID = 0x601D5E7
+IMMEDIATE_OPTION = "goldenset_sqlite_immediate"
 
 
 def normalise_database_url(url: str) -> str:
@@ -39,7 +39,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        immediate = connection.get_execution_options().get(IMMEDIATE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def make_engine(url: str) -> Engine:
@@ -56,16 +57,19 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
-@contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits on success and rolls back on error."""
-    with Session(engine, expire_on_commit=False) as session:
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
+def writer_engine(engine: Engine) -> Engine:
+    """`engine` for transactions that read and then write.
+
+    On SQLite such a transaction must take the write lock when it begins (BEGIN IMMEDIATE): one
+    that read first cannot wait for the lock later and fails with "database is locked" when
+    another process writes. PostgreSQL ignores the option.
+    """
+    return engine.execution_options(**{IMMEDIATE_OPTION: True})
+
+
+def write_session(engine: Engine) -> Session:
+    """A session whose transactions may read and then write safely beside other writers."""
+    return Session(writer_engine(engine), expire_on_commit=False)
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -76,8 +80,12 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` (default: the newest). Safe to call on an up-to-date database."""
+    """Bring the schema to `revision` (default: the newest). Safe to call on an up-to-date database,
+    and from several processes at once on PostgreSQL (they take turns)."""
     config = alembic_config(engine)
-    with engine.begin() as connection:
+    with writer_engine(engine).begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Several replicas starting at once must not run the same migration concurrently.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
         config.attributes["connection"] = connection
         command.upgrade(config, revision)

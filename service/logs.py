@@ -6,6 +6,7 @@ import logging
 import re
 import sys
 from contextvars import ContextVar
+from typing import TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -29,16 +30,15 @@ def mask_secrets(text: str) -> str:
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
-        if isinstance(record.msg, str):
-            record.msg = mask_secrets(record.msg)
-        if record.args:
-            record.args = tuple(mask_secrets(arg) if isinstance(arg, str) else arg for arg in record.args) if isinstance(record.args, tuple) else record.args
+        # Mask the message as it will be printed, arguments substituted, so nothing slips through.
+        record.msg = mask_secrets(record.getMessage())
+        record.args = None
         return True
 
 
-def configure_logging(level: str = "INFO", *, json_format: bool = True) -> None:
-    """Send goldenset's and uvicorn's logs to stderr, as JSON lines unless `json_format` is False."""
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(level: str = "INFO", *, json_format: bool = True, stream: TextIO | None = None) -> None:
+    """Send goldenset's and uvicorn's logs to `stream` (default stderr), as JSON lines unless `json_format` is False."""
+    handler = logging.StreamHandler(stream or sys.stderr)
     if json_format:
         handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s", rename_fields={"levelname": "level", "asctime": "time"}))
     else:

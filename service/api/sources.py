@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from ingest.mapping import MappingError
@@ -17,6 +18,7 @@ from schemas.problem import IngestSummary
 from schemas.source import SourceCreate, SourceCreated, SourceRead
 from service.api.deps import BodyDep, MetricsDep, SessionDep, SettingsDep
 from service.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
+from service.db import write_session
 from service.ingestion import ingest_records
 from service.metrics import Metrics
 from service.problems import ProblemError, problem_doc, problem_response
@@ -65,7 +67,12 @@ def _parse_json(body: bytes) -> Any:
         raise ProblemError(400, "Bad Request", f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
-def _store(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
+def _store(engine: Engine, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
+    with write_session(engine) as session:
+        return _store_in(session, metrics, name, records, actor)
+
+
+def _store_in(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
     source = require_source(session=session, name=name)
     try:
         mapping = source_mapping(source)
@@ -91,7 +98,7 @@ def _summary_response(summary: IngestSummary) -> JSONResponse:
 
 
 @router.post("/{name}/items", response_model=IngestSummary, responses=problem_doc(400, 401, 403, 404, 413, 422))
-async def push_items(name: str, request: Request, body: BodyDep, principal: IngestPrincipal, session: SessionDep, metrics: MetricsDep) -> JSONResponse:
+async def push_items(name: str, request: Request, body: BodyDep, principal: IngestPrincipal, metrics: MetricsDep) -> JSONResponse:
     """Push a batch: a JSON array of records (or JSON Lines), mapped through the source's mapping.
 
     Good records are stored even when others are rejected; the 422 answer names each bad one."""
@@ -103,7 +110,7 @@ async def push_items(name: str, request: Request, body: BodyDep, principal: Inge
         if not isinstance(document, list):
             raise ProblemError(400, "Bad Request", f"expected a JSON array of records, got a JSON {type(document).__name__}")
         records = list(iter_parsed_array(document, None))
-    summary = await run_in_threadpool(_store, session, metrics, name, records, principal.actor)
+    summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, principal.actor)
     return _summary_response(summary)
 
 
@@ -130,5 +137,5 @@ async def webhook(name: str, request: Request, body: BodyDep, session: SessionDe
             raise ProblemError(400, "Bad Request", f"expected a JSON object or array, got a JSON {type(document).__name__}")
     except DocumentError as exc:
         raise ProblemError(400, "Bad Request", str(exc)) from exc
-    summary = await run_in_threadpool(_store, session, metrics, name, records, f"webhook:{name}")
+    summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, f"webhook:{name}")
     return _summary_response(summary)

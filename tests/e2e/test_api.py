@@ -66,7 +66,7 @@ def test_missing_scope_is_403_naming_it(live_server: LiveServer) -> None:
 
 def test_revoked_token_is_refused(live_server: LiveServer) -> None:
     from schemas.token import ApiToken
-    from service.auth import revoke_token
+    from service.tokens import revoke_token
 
     token = live_server.token("read", name="soon-revoked")
     headers = {"Authorization": f"Bearer {token}"}

@@ -263,6 +263,39 @@ def test_idempotent_and_placeholders_never_redacted_again(redactor: Redactor) ->
     assert redactor.redact(already).text == already
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a.b@c.dea.b@c.dea.b@c.de",  # an e-mail's TLD running into the next address
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw-" * 3,  # telegram-shaped, glued together
+        "GR1348941abc" * 40,  # a gitlab prefix repeated past the pattern's 50-char bound
+    ],
+)
+def test_idempotent_when_neighbours_are_glued(redactor: Redactor, text: str) -> None:
+    once = redactor.redact(text).text
+    assert redactor.redact(once).text == once
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "eyJ" * 50_000,  # detect-secrets' JWT pattern alone is quadratic here
+        "eyJhbGciOiJIU=" * 10_000,
+        "//a/:_authToken=" * 10_000,  # and its npm pattern here
+        "10.0.0.1-" * 10_000,
+    ],
+)
+def test_adversarial_input_stays_linear(redactor: Redactor, text: str) -> None:
+    started = time.perf_counter()
+    redactor.redact(text)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_four_part_versions_are_told_from_addresses(redactor: Redactor) -> None:
+    text = "Bump snappy-java to 1.1.8.2; the client retried to connect to 10.1.2.3 (from jdk 11.0.15.0)"
+    assert redactor.redact(text).text == "Bump snappy-java to 1.1.8.2; the client retried to connect to <IPV4> (from jdk 11.0.15.0)"
+
+
 def test_empty_text(redactor: Redactor) -> None:
     result = redactor.redact("")
     assert result.text == ""
