@@ -122,11 +122,17 @@ class ItemWriter:
     def write(self, records: Iterable[RawRecord], *, on_progress: ProgressCallback | None = None) -> IngestSummary:
         """Map, redact and upsert `records`, committing every `CHUNK_SIZE`; returns the running summary."""
         for chunk in _chunks(records, CHUNK_SIZE):
-            self._write_chunk(chunk)
+            self.stage(chunk)
             self.session.commit()
             if on_progress is not None:
                 on_progress(len(chunk))
         return self.summary
+
+    def stage(self, records: Iterable[RawRecord]) -> None:
+        """Map, redact and upsert `records` in the session without committing, so the caller can
+        commit them together with other state (a pull's cursor)."""
+        for chunk in _chunks(records, CHUNK_SIZE):
+            self._write_chunk(chunk)
 
     def reject(self, raw: RawRecord, error: RecordRejected) -> None:
         """Count `raw` as rejected for `error`."""

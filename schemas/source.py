@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import field_validator
-from sqlalchemy import Column, String
+from sqlalchemy import Column, String, Text
 from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
@@ -17,13 +17,24 @@ SOURCE_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 class SourceKind(StrEnum):
-    """How a source delivers records."""
+    """How a source delivers records. Pull kinds are connectors (see ingest.connectors); third-party
+    connectors add kinds of their own."""
 
     FILE = "file"
     PUSH = "push"
     JIRA = "jira"
     GITHUB = "github"
     PAGERDUTY = "pagerduty"
+
+
+class SourceStatus(StrEnum):
+    """State of a source's pulls. `auth_failed` stops scheduled pulls until the credentials change."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+    AUTH_FAILED = "auth_failed"
 
 
 def check_source_name(name: str) -> str:
@@ -48,37 +59,80 @@ class Source(SourceBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     mapping: dict[str, Any] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))
     config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
-    cursor: str | None = Field(default=None)
+    cursor: str | None = Field(default=None, sa_type=Text)
     webhook_secret: str | None = Field(default=None)
+    connector_secret: str | None = Field(default=None, sa_type=Text)
+    pull_interval_seconds: int | None = Field(default=None)
+    enabled: bool = Field(default=True)
+    status: str = Field(default=SourceStatus.IDLE.value, sa_type=String(16))
+    last_run_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_success_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_error: str | None = Field(default=None, sa_type=Text)
+    items_pulled: int = Field(default=0)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+MIN_PULL_INTERVAL_SECONDS = 60
+
+
+def _check_interval(value: int | None) -> int | None:
+    if value is not None and value < MIN_PULL_INTERVAL_SECONDS:
+        raise ValueError(f"pull_interval_seconds must be at least {MIN_PULL_INTERVAL_SECONDS}, or null for manual pulls only")
+    return value
+
+
 class SourceCreate(SourceBase):
-    """Body of `POST /v1/sources`. A missing mapping means records arrive in goldenset's native item shape."""
+    """Body of `POST /v1/sources`. A missing mapping means records arrive in goldenset's native item
+    shape (or, for a pull connector, the connector's default mapping). `connector` is the pull
+    connector's configuration, credentials included; it is validated, stored encrypted and never
+    returned."""
 
     mapping: dict[str, Any] | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    connector: dict[str, Any] | None = None
+    pull_interval_seconds: int | None = None
 
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
         return check_source_name(value)
 
-    @field_validator("kind")
+    @field_validator("pull_interval_seconds")
     @classmethod
-    def _valid_kind(cls, value: str) -> str:
-        allowed = [kind.value for kind in SourceKind]
-        if value not in allowed:
-            raise ValueError(f"unknown source kind {value!r}; expected one of {', '.join(allowed)}")
-        return value
+    def _valid_interval(cls, value: int | None) -> int | None:
+        return _check_interval(value)
+
+
+class SourceUpdate(SQLModel):
+    """Body of `PATCH /v1/sources/{name}`: only the fields present change. A new `connector`
+    replaces the stored configuration whole and clears an `auth_failed` state."""
+
+    mapping: dict[str, Any] | None = None
+    connector: dict[str, Any] | None = None
+    pull_interval_seconds: int | None = None
+    enabled: bool | None = None
+    reset_cursor: bool = False
+
+    @field_validator("pull_interval_seconds")
+    @classmethod
+    def _valid_interval(cls, value: int | None) -> int | None:
+        return _check_interval(value)
 
 
 class SourceRead(SourceBase):
+    """A source as the API shows it. `config` is the connector configuration with credentials masked."""
+
     id: int
     mapping: dict[str, Any] | None
     config: dict[str, Any]
     cursor: str | None
+    pull_interval_seconds: int | None
+    enabled: bool
+    status: str
+    last_run_at: datetime | None
+    last_success_at: datetime | None
+    last_error: str | None
+    items_pulled: int
     created_at: datetime
     updated_at: datetime
     item_count: int = 0

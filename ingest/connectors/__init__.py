@@ -1,0 +1,1 @@
+"""Pull connectors: one module per incident system, a typed base, and a registry by kind."""

@@ -1,0 +1,57 @@
+"""Locks that die with their process: one pull per source at a time, across processes.
+
+PostgreSQL: a session advisory lock on a connection held for the lock's lifetime. SQLite: an
+exclusive `flock` on a file beside the database. Either is released by the operating system or
+the server when the holder is killed, so a crashed pull never blocks the next one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
+
+
+class LockBusy(RuntimeError):
+    """Another process holds the lock."""
+
+
+def _lock_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def exclusive(engine: Engine, name: str) -> Iterator[None]:
+    """Hold the lock `name` for the block; raise `LockBusy` at once if another process holds it."""
+    url = make_url(str(engine.url))
+    if url.get_backend_name() == "postgresql":
+        with engine.connect() as connection:
+            acquired = connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": _lock_key(name)}).scalar()
+            connection.commit()
+            if not acquired:
+                raise LockBusy(name)
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _lock_key(name)})
+                connection.commit()
+        return
+    database = url.database or ""
+    if not database or database == ":memory:":
+        yield
+        return
+    lock_path = Path(f"{database}.{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock")
+    with lock_path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise LockBusy(name) from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
