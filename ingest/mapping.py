@@ -216,7 +216,7 @@ class CompiledMapping:
         spec: str = getattr(self.mapping, name)
         if template is not None:
             try:
-                return str(template.render(record=record, **{str(k): v for k, v in record.items()})).strip()
+                return str(template.render({**{str(k): v for k, v in record.items()}, "record": record})).strip()
             except (TemplateError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError) as exc:
                 raise RecordRejected("template_error", f"{name} template failed on this record: {exc}") from exc
         value = resolve_path(record, spec)

@@ -6,6 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -37,7 +38,10 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
         if settings.admin_token is not None:
             with Session(engine) as session:
                 ensure_bootstrap_admin(session=session, admin_token=settings.admin_token.get_secret_value())
-        yield
+        try:
+            yield
+        finally:
+            app.state.pull_executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="goldenset",
@@ -48,6 +52,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.state.settings = settings
     app.state.engine = engine
     app.state.metrics = Metrics()
+    app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(sources.router)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from ingest.connectors.base import ConfigError
+from ingest.connectors.registry import UnknownConnector
 from ingest.mapping import MappingError, load_mapping
 from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
@@ -33,6 +36,8 @@ out = Console()
 err = Console(stderr=True)
 EXIT_USAGE = 2
 EXIT_REJECTED = 3
+EXIT_AUTH = 4
+EXIT_PULL_FAILED = 5
 CLI_ACTOR = "cli"
 MAX_ERRORS_SHOWN = 25
 
@@ -69,17 +74,69 @@ def migrate_command() -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Serve only; run `goldenset scheduler` elsewhere.")] = False,
 ) -> None:
-    """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json)."""
+    """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json) and, unless
+    --no-scheduler, the scheduler of pulls."""
     import uvicorn
 
     from service.app import create_app
     from service.logs import configure_logging
+    from service.scheduler import GoldensetScheduler
 
     settings = get_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
     engine = _engine()
-    uvicorn.run(create_app(settings, engine=engine), host=host, port=port, log_config=None, proxy_headers=False)
+    scheduler = None if no_scheduler else GoldensetScheduler(engine, settings)
+    if scheduler is not None:
+        scheduler.start()
+    try:
+        uvicorn.run(create_app(settings, engine=engine), host=host, port=port, log_config=None, proxy_headers=False)
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown()
+
+
+@app.command()
+def scheduler() -> None:
+    """Run only the scheduler (for deployments whose API replicas run `serve --no-scheduler`)."""
+    from service.logs import configure_logging
+    from service.scheduler import GoldensetScheduler
+
+    settings = get_settings()
+    configure_logging(settings.log_level, json_format=settings.log_json)
+    GoldensetScheduler(_engine(), settings, blocking=True).start()
+
+
+@app.command()
+def pull(source: Annotated[str, typer.Option("--source", help="The connector source to pull.")]) -> None:
+    """Pull a connector source now, from its cursor, showing progress.
+
+    Exit status: 0 on success (3 when some records were rejected), 4 when the credentials were
+    refused, 5 when the pull failed otherwise (it resumes from the last stored page next time),
+    2 when it could not start."""
+    from ingest.connectors.base import AuthError, ConnectorError
+    from ingest.pull import PullProgress
+    from service.pulls import PullRefused, pull_source
+
+    engine = _engine()
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(f"pulling {source}", total=None)
+
+        def on_page(state: PullProgress) -> None:
+            progress.update(task, completed=state.records, total=state.total, description=f"pulling {source} (page {state.pages})")
+
+        try:
+            summary = pull_source(engine=engine, name=source, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR, on_page=on_page)
+        except PullRefused as exc:
+            raise _fail(str(exc)) from exc
+        except AuthError as exc:
+            raise _fail(str(exc), EXIT_AUTH) from exc
+        except ConnectorError as exc:
+            raise _fail(str(exc), EXIT_PULL_FAILED) from exc
+    _print_summary(summary)
+    if summary.rejected:
+        raise typer.Exit(EXIT_REJECTED)
 
 
 def _print_summary(summary: IngestSummary) -> None:
@@ -186,22 +243,32 @@ def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (s
 @source_app.command("create")
 def source_create(
     name: Annotated[str, typer.Argument(help="Source name.")],
-    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file; without one, records use the native item shape.")] = None,
-    kind: Annotated[str, typer.Option("--kind", help="push or file.")] = SourceKind.PUSH.value,
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file; default: the connector's, or the native item shape.")] = None,
+    kind: Annotated[str, typer.Option("--kind", help="push, file, or a connector kind (jira, github, pagerduty, ...).")] = SourceKind.PUSH.value,
+    connector: Annotated[Path | None, typer.Option("--connector", help="YAML or JSON file with the connector configuration, credentials included.")] = None,
+    interval: Annotated[int | None, typer.Option("--interval", help="Pull every N seconds (connector sources).")] = None,
 ) -> None:
     """Create a source and print its webhook secret once."""
     try:
         document = load_mapping(mapping).model_dump(mode="json", exclude_defaults=True) if mapping else None
-        data = SourceCreate(name=name, kind=kind, mapping=document)
-    except (ValueError, MappingError) as exc:
+        connector_document = _read_document(connector) if connector else None
+        data = SourceCreate(name=name, kind=kind, mapping=document, connector=connector_document, pull_interval_seconds=interval)
+    except (ValueError, MappingError, OSError) as exc:
         raise _fail(str(exc)) from exc
     with _session() as session:
         try:
             _, secret = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
-        except FileExistsError as exc:
+        except (FileExistsError, ConfigError, UnknownConnector) as exc:
             raise _fail(str(exc)) from exc
     err.print(f"source {name} created; its webhook secret (for the Goldenset-Signature header) is shown only now:")
     _print_secret(secret)
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise ValueError(f"{path} must hold an object of settings")
+    return document
 
 
 @source_app.command("list")

@@ -134,3 +134,21 @@ def _pull_locked(
         session.commit()
         logger.info("pulled %s: %s new, %s updated, %s rejected", name, summary.new, summary.updated, summary.rejected)
         return summary
+
+
+def pull_running(engine: Engine, name: str) -> bool:
+    """Whether a pull of `name` holds its lock right now (in any process)."""
+    try:
+        with exclusive(engine, f"pull:{name}"):
+            return False
+    except LockBusy:
+        return True
+
+
+def source_status(session: Session, name: str) -> dict[str, object]:
+    """The pull state of a source, for error answers."""
+    source = get_source(session=session, name=name)
+    if source is None:
+        return {}
+    session.refresh(source)
+    return {"status": source.status, "last_error": source.last_error, "cursor": source.cursor}

@@ -62,7 +62,7 @@ def send(
     `AuthError`; other 4xx raise `ConnectorError`; exhausted retries raise `TransientError`.
     """
     policy = context.retry
-    backoff = wait_exponential_jitter(initial=policy.initial_wait_seconds, max=policy.max_backoff_seconds, jitter=policy.jitter_seconds)
+    backoff = wait_exponential_jitter(multiplier=policy.initial_wait_seconds, max=policy.max_backoff_seconds, jitter=policy.jitter_seconds)
 
     def wait(state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None

@@ -81,10 +81,10 @@ def adf_to_text(node: Any) -> str:
         return str(node.get("text", ""))
     if node.get("type") == "hardBreak":
         return "\n"
-    parts = [adf_to_text(child) for child in node.get("content", []) or []]
-    separator = "\n" if node.get("type") in ("doc", "bulletList", "orderedList", "table", "tableRow") else ""
-    text = separator.join(part for part in parts if part) if separator else "".join(parts)
-    return text + ("\n" if node.get("type") in ("paragraph", "heading", "codeBlock", "listItem") else "")
+    text = "".join(adf_to_text(child) for child in node.get("content", []) or [])
+    if node.get("type") in ("paragraph", "heading", "codeBlock", "listItem", "tableRow", "blockquote"):
+        return text.rstrip("\n") + "\n"
+    return text
 
 
 class JiraConnector(Connector[JiraConfig]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -12,20 +13,25 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from ingest.connectors.base import ConfigError, ConnectorError
+from ingest.connectors.registry import UnknownConnector
 from ingest.mapping import MappingError
 from ingest.readers import DocumentError, RawRecord, iter_jsonl, iter_parsed_array
 from schemas.problem import IngestSummary
-from schemas.source import SourceCreate, SourceCreated, SourceRead
+from schemas.source import SourceCreate, SourceCreated, SourceRead, SourceUpdate
 from service.api.deps import BodyDep, MetricsDep, SessionDep, SettingsDep
 from service.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
 from service.db import write_session
 from service.ingestion import ingest_records
 from service.metrics import Metrics
 from service.problems import ProblemError, problem_doc, problem_response
-from service.sources import create_source, list_sources, read_source, require_source, source_mapping, webhook_secret
+from service.pulls import PullRefused, pull_running, pull_source, source_status
+from service.settings import Settings
+from service.sources import PLAIN_KINDS, create_source, delete_source, list_sources, read_source, require_source, source_mapping, update_source, webhook_secret
 from service.webhooks import SIGNATURE_HEADER, SignatureError, verify
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
+logger = logging.getLogger("goldenset.api.sources")
 _JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
 
 
@@ -44,13 +50,73 @@ def post_source(data: SourceCreate, principal: AdminPrincipal, session: SessionD
         raise ProblemError(409, "Conflict", str(exc)) from exc
     except MappingError as exc:
         raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+    except (ConfigError, UnknownConnector) as exc:
+        raise ProblemError(422, "Invalid connector", str(exc)) from exc
     return SourceCreated.model_validate(read_source(session=session, source=source), update={"webhook_secret": secret})
 
 
 @router.get("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404))
 def get_source(name: str, _: ReadPrincipal, session: SessionDep) -> SourceRead:
-    """One source with its item count."""
+    """One source: its item count, and for pull sources the last run, last error and items pulled."""
     return read_source(session=session, source=require_source(session=session, name=name))
+
+
+@router.patch("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404, 422))
+def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> SourceRead:
+    """Change a source's mapping, connector configuration (credentials included), pull interval or
+    enabled flag, or reset its cursor; a new connector configuration clears `auth_failed`."""
+    source = require_source(session=session, name=name)
+    try:
+        update_source(session=session, source=source, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
+    except MappingError as exc:
+        raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+    except ConfigError as exc:
+        raise ProblemError(422, "Invalid connector", str(exc)) from exc
+    return read_source(session=session, source=source)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_doc(401, 403, 404, 409))
+def remove_source(name: str, principal: AdminPrincipal, session: SessionDep) -> None:
+    """Delete a source that holds no items (items stay in dedup history: disable the source instead)."""
+    try:
+        delete_source(session=session, source=require_source(session=session, name=name), actor=principal.actor)
+    except FileExistsError as exc:
+        raise ProblemError(409, "Conflict", str(exc)) from exc
+
+
+def _pull_now(request: Request, name: str, actor: str) -> IngestSummary:
+    settings: Settings = request.app.state.settings
+    return pull_source(engine=request.app.state.engine, name=name, secret_key=settings.secret_key.get_secret_value(), actor=actor)
+
+
+def _pull_in_background(request: Request, name: str, actor: str) -> None:
+    try:
+        _pull_now(request, name, actor)
+    except (PullRefused, ConnectorError) as exc:
+        logger.info("pull of %s requested over the API ended: %s", name, exc)
+    except Exception:
+        logger.exception("pull of %s requested over the API failed", name)
+
+
+@router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
+def pull(name: str, request: Request, principal: IngestPrincipal, session: SessionDep, wait: bool = False) -> JSONResponse:
+    """Pull a connector source now. By default the pull runs in the background (202); `wait=true`
+    answers when it ends, with its summary, or with the error that stopped it (502)."""
+    source = require_source(session=session, name=name)
+    if source.kind in PLAIN_KINDS:
+        raise ProblemError(409, "Conflict", f"source {name!r} is a {source.kind} source; only connector sources are pulled")
+    if wait:
+        try:
+            summary = _pull_now(request, name, principal.actor)
+        except PullRefused as exc:
+            raise ProblemError(409, "Conflict", str(exc)) from exc
+        except ConnectorError as exc:
+            raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(session, name)) from exc
+        return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})
+    if pull_running(request.app.state.engine, name):
+        raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
+    request.app.state.pull_executor.submit(_pull_in_background, request, name, principal.actor)
+    return JSONResponse({"status": "started", "source": name, "follow": f"/v1/sources/{name}"}, status_code=202)
 
 
 def _decode(body: bytes) -> str:

@@ -126,3 +126,8 @@ def test_templates_are_sandboxed_and_their_failures_are_record_errors() -> None:
 def test_record_variable_reaches_keys_that_are_not_identifiers() -> None:
     mapping = CompiledMapping(parse_mapping({"input": "{{ record['Issue Summary'] }}"}))
     assert mapping.apply({"external_id": "1", "occurred_at": "2024-01-01", "Issue Summary": "s"}, now=NOW).input == "s"
+
+
+def test_fields_named_like_python_keywords_or_self_render() -> None:
+    mapping = CompiledMapping(parse_mapping({"input": "{{ self }} {{ class }}"}))
+    assert mapping.apply({"external_id": "1", "occurred_at": "2024-01-01", "self": "a", "class": "b"}, now=NOW).input == "a b"
