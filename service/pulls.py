@@ -145,10 +145,10 @@ def pull_running(engine: Engine, name: str) -> bool:
         return True
 
 
-def source_status(session: Session, name: str) -> dict[str, object]:
-    """The pull state of a source, for error answers."""
-    source = get_source(session=session, name=name)
-    if source is None:
-        return {}
-    session.refresh(source)
-    return {"status": source.status, "last_error": source.last_error, "cursor": source.cursor}
+def source_status(engine: Engine, name: str) -> dict[str, object]:
+    """The pull state of a source as stored now, for error answers."""
+    with Session(engine) as session:
+        source = get_source(session=session, name=name)
+        if source is None:
+            return {}
+        return {"status": source.status, "last_error": source.last_error, "cursor": source.cursor}

@@ -111,7 +111,7 @@ def pull(name: str, request: Request, principal: IngestPrincipal, session: Sessi
         except PullRefused as exc:
             raise ProblemError(409, "Conflict", str(exc)) from exc
         except ConnectorError as exc:
-            raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(session, name)) from exc
+            raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(request.app.state.engine, name)) from exc
         return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})
     if pull_running(request.app.state.engine, name):
         raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
