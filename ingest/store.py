@@ -222,6 +222,7 @@ class ItemWriter:
             self.session.flush()
         assert item.id is not None
         self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=item.record_digest, previous=_snapshot(item)))
+        text_changed = item.content_hash != fingerprint
         item.occurred_at = record.occurred_at
         item.title = record.title
         item.input = record.input
@@ -232,7 +233,8 @@ class ItemWriter:
         item.record_digest = digest
         item.revision += 1
         item.updated_at = now
-        if item.status in _RECURATE_ON_CHANGE:
+        # Only a change of the text sends an item back to curation; metadata-only changes do not.
+        if text_changed and item.status in _RECURATE_ON_CHANGE:
             item.status = ItemStatus.CANDIDATE.value
         self.session.add(item)
         return "updated"

@@ -8,10 +8,15 @@ GitHub App installation token) with read access to issues. The list also returns
 the cursor moves past them either way, so turning that option on later needs `reset_cursor`.
 
 `since` is inclusive and compared to the second, so the cursor is `updated_at` to the second plus
-the issue numbers seen at that second (see `keyset`). Rate limits are honoured: a 403 or 429 with
-`X-RateLimit-Remaining: 0` waits until `X-RateLimit-Reset`, one with `Retry-After` waits that long,
-a secondary rate limit without either waits a minute, and a successful answer that used the last
-request of the window waits for the reset before the next request.
+the issue numbers seen at that second (see `keyset`), and every page that moves the cursor starts a
+fresh `since` query. `next` links are only followed while more issues share one second than fit on
+a page; as an edit meanwhile slides issues under the page offset, such a second is read again
+(until a reading finds nothing new) before the cursor moves past it.
+
+Rate limits are honoured: a 403 or 429 with `X-RateLimit-Remaining: 0` waits until
+`X-RateLimit-Reset`, one with `Retry-After` waits that long, a secondary rate limit without either
+waits a minute, and a successful answer that spent the window waits for its reset before the next
+request. A 401 is an expired or wrong token (`AuthError`).
 """
 
 from __future__ import annotations
@@ -92,9 +97,7 @@ class GitHubConnector(Connector[GitHubConfig]):
         "title": "title",
         "input": "{{ title }}{% if body %}\n\n{{ body }}{% endif %}",
         "reference": (
-            "{% if state == 'closed' %}Closed"
-            "{% if state_reason %} as {{ state_reason | replace('_', ' ') }}{% endif %}"
-            "{% if closed_at %} ({{ closed_at }}){% endif %}{% endif %}"
+            "{% if state == 'closed' %}Closed{% if state_reason %} as {{ state_reason | replace('_', ' ') }}{% endif %}{% if closed_at %} ({{ closed_at }}){% endif %}{% endif %}"
         ),
         "metadata": {
             "html_url": "html_url",
@@ -103,7 +106,6 @@ class GitHubConnector(Connector[GitHubConfig]):
             "author": "user.login",
             "comments": "comments",
             "closed_at": "closed_at",
-            "updated_at": "updated_at",
             "milestone": "milestone.title",
         },
         "tags": "label_names",
@@ -114,6 +116,7 @@ class GitHubConnector(Connector[GitHubConfig]):
         super().__init__(config, context)
         # Epoch second before which no request may be sent (a window whose last request was used).
         self._not_before: float | None = None
+        self._read = 0
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -201,30 +204,50 @@ class GitHubConnector(Connector[GitHubConfig]):
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
         position = KeysetCursor.loads(cursor)
-        read = 0
+        self._read = 0
+        recheck: str | None = None  # a second whose issues are being read again before the cursor passes it
         while True:
-            # A fresh keyset query from the cursor: page links are only followed within one query,
-            # and only while the cursor stands still, so an offset never outlives a concurrent edit.
-            url, params = self._first_query(position.since)
+            # A fresh keyset query from the cursor. Page links are only followed while the cursor
+            # stands still: when more issues share its second than fit on a page.
+            start = position.since
+            url, query = self._first_query(start)
             next_url: str | None = url
+            params: dict[str, Any] | None = query
+            followed = found = again = False
             while next_url is not None:
                 issues, next_url = self._get(next_url, params)
                 params = None  # the next link carries the whole query
                 fresh = [issue for issue in issues if not position.is_seen(self._boundary(issue), self._key(issue))]
+                found = found or any(self._boundary(issue) == start for issue in fresh)
+                if followed and start is not None:
+                    held = [issue for issue in fresh if (boundary := self._boundary(issue)) is None or boundary <= start]
+                    if len(held) < len(fresh) and (recheck != start or found):
+                        # Page offsets were followed through the second `start`: an issue edited
+                        # meanwhile moves to the end and slides a later one under the offset. Read
+                        # that second again (until a reading finds nothing new) before passing it.
+                        if held:
+                            position = position.advance((self._boundary(issue), self._key(issue)) for issue in held)
+                            yield self._page(held, position)
+                        recheck, again = start, True
+                        break
+                followed = True
                 if not fresh:
                     continue
-                before = position.since
                 position = position.advance((self._boundary(issue), self._key(issue)) for issue in fresh)
-                records = []
-                for issue in fresh:
-                    if self._wanted(issue):
-                        records.append(self._record(issue, read))
-                        read += 1
-                yield Page(records=records, cursor=position.dumps())
-                if position.since != before:
+                yield self._page(fresh, position)
+                if position.since != start:
+                    again = next_url is not None
                     break
-            if next_url is None:
+            if not again:
                 return
+
+    def _page(self, fresh: list[Any], position: KeysetCursor) -> Page:
+        records = []
+        for issue in fresh:
+            if self._wanted(issue):
+                records.append(self._record(issue, self._read))
+                self._read += 1
+        return Page(records=records, cursor=position.dumps())
 
     def _record(self, issue: object, index: int) -> RawRecord:
         if not isinstance(issue, dict):
@@ -236,4 +259,5 @@ class GitHubConnector(Connector[GitHubConfig]):
                 name = label.get("name") if isinstance(label, dict) else label
                 if isinstance(name, str) and name.strip():
                     names.append(name)
-        return RawRecord(index, f"issue #{issue.get('number', '?')}", value={**issue, "label_names": names})
+        what = "pull request" if "pull_request" in issue else "issue"
+        return RawRecord(index, f"{what} #{issue.get('number', '?')}", value={**issue, "label_names": names})

@@ -106,7 +106,6 @@ class JiraConnector(Connector[JiraConfig]):
             "issue_type": "fields.issuetype.name",
             "resolution": "fields.resolution.name",
             "resolved": "fields.resolutiondate",
-            "updated": "fields.updated",
         },
         "tags": "fields.labels",
         "required": ["fields.summary"],
@@ -165,21 +164,42 @@ class JiraConnector(Connector[JiraConfig]):
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
         position = KeysetCursor.loads(cursor)
+        recheck: str | None = None  # a minute whose issues are being read again before the cursor passes it
         while True:
-            # A fresh keyset query from the cursor: offsets are only used within one query.
-            jql, start_at, token = self._jql(position.since), 0, None
+            # A fresh keyset query from the cursor. Offsets are only followed while the cursor
+            # stands still: when more issues share its minute than fit on a page.
+            start = position.since
+            jql, start_at, token = self._jql(start), 0, None
+            found = again = False
             while True:
                 issues, total, is_last, token = self._search(jql, start_at, token)
                 fresh = [issue for issue in issues if not position.is_seen(self._boundary(issue), self._key(issue))]
+                found = found or any(self._boundary(issue) == start for issue in fresh)
+                if start_at > 0 and start is not None:
+                    held = [issue for issue in fresh if (boundary := self._boundary(issue)) is None or boundary <= start]
+                    if len(held) < len(fresh) and (recheck != start or found):
+                        # Offsets were followed through the minute `start`: an issue edited meanwhile
+                        # moves to the end and slides a later one under the offset. Read that minute
+                        # again (until a reading finds nothing new) before the cursor passes it.
+                        if held:
+                            position = position.advance((self._boundary(issue), self._key(issue)) for issue in held)
+                            yield self._page(held, start_at, position, total)
+                        recheck, again = start, True
+                        break
                 if fresh:
-                    before = position.since
                     position = position.advance((self._boundary(issue), self._key(issue)) for issue in fresh)
-                    yield Page(records=[self._record(issue, start_at + index) for index, issue in enumerate(fresh)], cursor=position.dumps(), total=total)
+                    yield self._page(fresh, start_at, position, total)
                 if is_last:
-                    return
-                start_at += len(issues)
-                if fresh and position.since != before:
                     break
+                start_at += len(issues)
+                if fresh and position.since != start:
+                    again = True
+                    break
+            if not again:
+                return
+
+    def _page(self, issues: list[Any], start_at: int, position: KeysetCursor, total: int | None) -> Page:
+        return Page(records=[self._record(issue, start_at + index) for index, issue in enumerate(issues)], cursor=position.dumps(), total=total)
 
     def _record(self, issue: object, index: int) -> RawRecord:
         if not isinstance(issue, dict):

@@ -32,7 +32,6 @@ from ingest.readers import RawRecord
 
 VENDOR = "PagerDuty"
 ACCEPT = "application/vnd.pagerduty+json;version=2"
-STATUSES = ("triggered", "acknowledged", "resolved")
 MAX_RESULTS = 10_000
 """Classic pagination reaches no further: `offset + limit` may not exceed this."""
 MAX_WINDOW_DAYS = 180
@@ -40,6 +39,10 @@ MAX_WINDOW_DAYS = 180
 _SECOND = timedelta(seconds=1)
 
 Status = Literal["triggered", "acknowledged", "resolved"]
+
+
+def _all_statuses() -> list[Status]:
+    return ["acknowledged", "resolved", "triggered"]
 
 
 def _utc(value: datetime) -> datetime:
@@ -62,7 +65,7 @@ class PagerDutyConfig(ConnectorConfig):
     base_url: str = Field(default="https://api.pagerduty.com", description="https://api.eu.pagerduty.com for EU accounts.")
     service_ids: list[str] = Field(default_factory=list, description="Only incidents of these services (all when empty).")
     team_ids: list[str] = Field(default_factory=list, description="Only incidents of these teams (all when empty).")
-    statuses: list[Status] = Field(default_factory=lambda: list(STATUSES), min_length=1)
+    statuses: list[Status] = Field(default_factory=_all_statuses, min_length=1)
     start: datetime = Field(default=datetime(2015, 1, 1, tzinfo=UTC), description="Incidents created from this time on (UTC when no zone is given).")
     window_days: int = Field(default=30, ge=1, le=MAX_WINDOW_DAYS, description="Width of each since/until window.")
     limit: int = Field(default=100, ge=1, le=100, description="Incidents per page.")
@@ -200,7 +203,10 @@ class PagerDutyConnector(Connector[PagerDutyConfig]):
                     # Too many for offset paging: halve the window (to the second) and ask again.
                     half = timedelta(seconds=int((until - since).total_seconds()) // 2)
                     if half < _SECOND:
-                        raise ConnectorError(f"{VENDOR} has {total} incidents created at {pd_time(since)}, more than offset paging reaches ({MAX_RESULTS}); narrow statuses, service_ids or team_ids")
+                        raise ConnectorError(
+                            f"{VENDOR} has {total} incidents created at {pd_time(since)}, more than offset paging reaches ({MAX_RESULTS}); "
+                            "narrow statuses, service_ids or team_ids"
+                        )
                     until = since + half
                     continue
                 records = self._records(incidents, offset)

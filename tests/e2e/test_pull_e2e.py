@@ -143,7 +143,7 @@ def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: Replay
             session.add(source)
         session.commit()
         assert due_pull_sources(session) == {"due": 3600}
-    scheduler = GoldensetScheduler(engine, Settings(secret_key=TEST_SECRET_KEY, database_url=str(engine.url)))  # type: ignore[arg-type]
+    scheduler = GoldensetScheduler(engine, Settings(secret_key=TEST_SECRET_KEY, database_url=str(engine.url)))
     scheduler.start()
     try:
         deadline = time.monotonic() + 30

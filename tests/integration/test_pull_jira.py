@@ -242,5 +242,31 @@ def test_items_per_source_stay_unique_in_the_database(engine: Engine, server: Re
     _pull(engine)
     _pull(engine)
     with Session(engine) as session:
-        duplicates = session.exec(select(Item.external_id, func.count()).group_by(Item.external_id).having(func.count() > 1)).all()  # type: ignore[call-overload]
+        duplicates = session.exec(select(Item.external_id, func.count()).group_by(Item.external_id).having(func.count() > 1)).all()
     assert duplicates == []
+
+
+def test_an_edit_while_paging_through_a_crowded_minute_skips_nothing(engine: Engine, server: ReplayServer, replay: JiraReplay) -> None:
+    """250 issues updated in the cursor's minute (more than a page): offsets are followed through
+    that minute, and an issue edited meanwhile slides the others under the offset; none may be skipped."""
+    crowded = sorted(replay.issues[:250], key=lambda issue: issue["key"])
+    for issue in crowded:
+        issue["fields"]["updated"] = "2023-03-03T03:03:00.000+0000"
+    replay.issues = crowded[:1]
+    _create(engine, server.url)
+    _pull(engine)  # the cursor now stands in the crowded minute
+    replay.issues = crowded
+    original = replay.__call__
+    edited = crowded[5]["key"]
+    seen_before = replay.requests_seen
+
+    def edit_before_the_second_page(request: Any) -> Reply:
+        if replay.requests_seen == seen_before + 1:
+            replay.edit(edited, summary="edited while the minute was paged", updated=datetime(2024, 1, 1, tzinfo=UTC))
+        return original(request)
+
+    server.handler = edit_before_the_second_page
+    _pull(engine)
+    stored = _items(engine)
+    assert len(stored) == 250
+    assert stored[edited].title == "edited while the minute was paged"

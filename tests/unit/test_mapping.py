@@ -128,6 +128,7 @@ def test_record_variable_reaches_keys_that_are_not_identifiers() -> None:
     assert mapping.apply({"external_id": "1", "occurred_at": "2024-01-01", "Issue Summary": "s"}, now=NOW).input == "s"
 
 
-def test_fields_named_like_python_keywords_or_self_render() -> None:
-    mapping = CompiledMapping(parse_mapping({"input": "{{ self }} {{ class }}"}))
+def test_records_with_a_self_field_render() -> None:
+    # Jira issues carry a `self` URL; in Jinja2 `self` is the template itself, so it is reached as record['self'].
+    mapping = CompiledMapping(parse_mapping({"input": "{{ record['self'] }} {{ class }}"}))
     assert mapping.apply({"external_id": "1", "occurred_at": "2024-01-01", "self": "a", "class": "b"}, now=NOW).input == "a b"
