@@ -133,3 +133,17 @@ def test_cisa_kev_document_with_records_path(session: Session, shared_data: Path
     assert (summary.read, summary.new, summary.rejected) == (1404, 1404, 0)
     earliest, latest = session.exec(select(func.min(Item.occurred_at), func.max(Item.occurred_at))).one()
     assert earliest == datetime(2021, 11, 3, tzinfo=UTC) and latest == datetime(2025, 8, 25, tzinfo=UTC)
+
+
+def test_metadata_only_changes_keep_the_review_status(session: Session) -> None:
+    source = _source(session)
+    record = {"external_id": "INC-2", "occurred_at": "2024-03-01", "input": "queue backlog", "metadata": {"assignee": "a"}}
+    ingest_records(session=session, source=source, records=list(iter_jsonl(_jsonl([record]))), mapping=NATIVE_MAPPING, actor="test")
+    item = session.exec(select(Item)).one()
+    item.status = ItemStatus.APPROVED.value
+    session.add(item)
+    session.commit()
+    summary = ingest_records(session=session, source=source, records=list(iter_jsonl(_jsonl([dict(record, metadata={"assignee": "b"})]))), mapping=NATIVE_MAPPING, actor="test")
+    assert summary.updated == 1
+    session.refresh(item)
+    assert (item.status, item.revision, item.meta) == (ItemStatus.APPROVED.value, 2, {"assignee": "b"})
