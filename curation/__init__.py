@@ -1,0 +1,1 @@
+"""Curation: dedup (exact, MinHash LSH, embeddings), review, rotation and releases, evidence."""

@@ -153,6 +153,7 @@ class MappedRecord:
     reference: str
     metadata: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
+    identity: str | None = None
 
 
 class CompiledMapping:
@@ -195,6 +196,7 @@ class CompiledMapping:
                 reference=self._text(record, "reference"),
                 metadata=self._metadata(record),
                 tags=self._tags(record),
+                identity=self._identity(record),
             )
         except RecordRejected as exc:
             exc.external_id = external_id
@@ -225,6 +227,16 @@ class CompiledMapping:
         if isinstance(value, dict | list):
             raise RecordRejected("wrong_type", f"field {spec!r} ({name}) must be text, got {type(value).__name__}")
         return str(value).strip()
+
+    def _identity(self, record: AbcMapping[str, object]) -> str | None:
+        """The record's identity under `distinct_by` (None when the mapping declares none): records
+        with different identities are never duplicates of each other, whatever their text."""
+        if not self.mapping.distinct_by:
+            return None
+        values = [resolve_path(record, path) for path in self.mapping.distinct_by]
+        if all(is_missing(value) for value in values):
+            return None
+        return "|".join("" if is_missing(value) else str(value).strip() for value in values)[:255]
 
     def _metadata(self, record: AbcMapping[str, object]) -> dict[str, Any]:
         metadata: dict[str, Any] = {}

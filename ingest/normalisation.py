@@ -1,7 +1,12 @@
-"""Text normalisation for fingerprints. Stored text stays exactly as ingested; only hashes see this.
+"""Text normalisation for fingerprints. Stored text stays exactly as ingested; only hashes,
+sketches and embeddings see this.
 
-`NORMALISATION_VERSION` names the recipe; it is stored with every fingerprint, so a changed recipe
-is detected instead of silently mixing incomparable hashes.
+The recipe masks what differs between two reports of the same incident without changing what
+it is about: markup, links, timestamps, UUIDs, IP addresses, hex ids, hostnames with numeric
+suffixes and numbers become typed placeholders, then case and whitespace are folded. Two log
+lines that differ only in those are the same text here. `NORMALISATION_VERSION` names the recipe;
+it is stored with every fingerprint, so a changed recipe is detected instead of silently mixing
+incomparable hashes.
 """
 
 from __future__ import annotations
@@ -10,20 +15,53 @@ import hashlib
 import re
 import unicodedata
 
-NORMALISATION_VERSION = "n1"
+NORMALISATION_VERSION = "n2"
+
+# Order matters: larger structures first, so their digits are not masked piecemeal as numbers.
+_MASKS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\{(?:code|noformat|quote|panel|color)(?::[^}]*)?\}", re.IGNORECASE), " "),  # Jira wiki markup
+    (re.compile(r"</?[a-z][a-z0-9]*(?:\s[^<>]{0,200})?/?>"), " "),  # HTML tags (redaction's <EMAIL>, <IPV4> are upper case)
+    (re.compile(r"<IPV[46]>"), " <ip> "),
+    (re.compile(r"```|`|\*\*|__|~~"), " "),  # Markdown emphasis and code fences
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"')\]]+", re.IGNORECASE), " <url> "),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> "),
+    (re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d{1,2}\s+\d{1,2}:\d{2}:\d{2}\b", re.IGNORECASE), " <ts> "),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> "),
+    (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> "),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), " <uuid> "),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), " <ip> "),
+    (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> "),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> "),
+    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> "),
+    (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 "),  # host-12.example.com
+    (re.compile(r"\b([a-z]+[-_]?)-?\d+\b", re.IGNORECASE), r"\1<n>"),  # node12, worker-3, blk_-123
+    (re.compile(r"[-+]?\d+(?:[.,]\d+)*"), " <n> "),
+]
 _WHITESPACE = re.compile(r"\s+")
 
 
 def normalise_text(text: str) -> str:
-    """Unicode NFKC, case-folded, whitespace collapsed to single spaces, trimmed."""
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """The text fingerprints are computed from: NFKC, markup removed, volatile tokens masked,
+    case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`."""
+    text = unicodedata.normalize("NFKC", text)
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    return _WHITESPACE.sub(" ", text.casefold()).strip()
 
 
 def item_text(title: str, input_text: str, reference: str) -> str:
-    """The text an item is compared by: title, input and reference, one per line."""
+    """The text an item's exact fingerprint covers: title, input and reference, one per line."""
     return "\n".join(part for part in (title, input_text, reference) if part)
 
 
+def dedup_text(title: str, input_text: str) -> str:
+    """The text near-duplicates and paraphrases are judged on: what the model is asked (the title
+    and the input), not the answer, which often differs in wording between two reports."""
+    if title and input_text.startswith(title):
+        return input_text
+    return "\n".join(part for part in (title, input_text) if part)
+
+
 def content_hash(title: str, input_text: str, reference: str) -> str:
-    """sha256 (hex) of the normalised item text."""
+    """sha256 (hex) of the normalised item text: equal for items that differ only in volatile tokens."""
     return hashlib.sha256(normalise_text(item_text(title, input_text, reference)).encode("utf-8")).hexdigest()

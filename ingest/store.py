@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from ingest.mapping import CompiledMapping, MappedRecord, RecordRejected
-from ingest.normalisation import content_hash
+from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import RawRecord
 from ingest.redaction import Redactor
 from schemas.common import utcnow
@@ -49,6 +49,7 @@ def record_digest(record: MappedRecord) -> str:
         "reference": record.reference,
         "metadata": record.metadata,
         "tags": record.tags,
+        "identity": record.identity,
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -73,6 +74,7 @@ def _redact(record: MappedRecord, redactor: Redactor, counts: dict[str, int]) ->
         reference=texts["reference"],
         metadata=metadata,
         tags=record.tags,
+        identity=record.identity,
     )
 
 
@@ -209,6 +211,8 @@ class ItemWriter:
                 meta=record.metadata,
                 tags=record.tags,
                 content_hash=fingerprint,
+                hash_recipe=NORMALISATION_VERSION,
+                identity_key=record.identity,
                 record_digest=digest,
                 ingested_at=now,
                 updated_at=now,
@@ -230,6 +234,8 @@ class ItemWriter:
         item.meta = record.metadata
         item.tags = record.tags
         item.content_hash = fingerprint
+        item.hash_recipe = NORMALISATION_VERSION
+        item.identity_key = record.identity
         item.record_digest = digest
         item.revision += 1
         item.updated_at = now

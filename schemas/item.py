@@ -11,10 +11,12 @@ from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
+from schemas.dedup import DedupRead
 
 
 class ItemStatus(StrEnum):
-    """Lifecycle of an item. Ingest writes `candidate`; curation and review move it on."""
+    """Lifecycle of an item. Ingest writes `candidate`; curation and review move it on.
+    `reference` marks items of a registered public corpus: matched against, never released."""
 
     CANDIDATE = "candidate"
     UNIQUE = "unique"
@@ -23,6 +25,7 @@ class ItemStatus(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     RETIRED = "retired"
+    REFERENCE = "reference"
 
 
 class ItemContent(SQLModel):
@@ -49,6 +52,9 @@ class Item(ItemContent, table=True):
     source_id: int = Field(foreign_key="source.id", index=True)
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column("metadata", json_column_type(), nullable=False))
     content_hash: str = Field(max_length=64, index=True)
+    hash_recipe: str = Field(default="n2", max_length=16)
+    identity_key: str | None = Field(default=None, max_length=255)
+    duplicate_of: int | None = Field(default=None, foreign_key="item.id", index=True)
     record_digest: str = Field(max_length=64)
     revision: int = Field(default=1)
     status: str = Field(default=ItemStatus.CANDIDATE.value, sa_type=String(16), index=True)
@@ -86,6 +92,13 @@ class ItemRead(BaseModel):
     content_hash: str
     revision: int
     status: str
+
+
+class ItemDetail(ItemRead):
+    """One item as `GET /v1/items/{id}` shows it: with how dedup judged it (`{"status": "candidate"}`
+    until curation decides)."""
+
+    dedup: DedupRead
 
 
 class ItemPage(BaseModel):

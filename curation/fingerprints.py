@@ -1,0 +1,73 @@
+"""Near-verbatim sketches: MinHash over word shingles of the normalised text, computed in bulk
+and stored as LeanMinHash bytes (little-endian) beside the recipe that made them.
+
+A recipe (`MinHashRecipe.key`) names everything that makes two sketches comparable: the
+normalisation version, the shingling, the number of permutations, the seed and datasketch's
+hashing scheme (whose default changed in datasketch 2.0). Sketches of different recipes are never
+compared: the index refuses to mix them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from datasketch import LeanMinHash, MinHash
+
+from ingest.normalisation import NORMALISATION_VERSION, normalise_text
+
+BYTE_ORDER = "<"
+_WORD = re.compile(r"[^\s]+")
+
+
+@dataclass(frozen=True)
+class MinHashRecipe:
+    """How sketches are made. `shingle_words` words per shingle (a text shorter than that is one shingle)."""
+
+    shingle_words: int = 3
+    num_perm: int = 128
+    seed: int = 1
+    scheme: str = "affine32"
+    normalisation: str = NORMALISATION_VERSION
+
+    def __post_init__(self) -> None:
+        if self.shingle_words < 1:
+            raise ValueError(f"shingle_words must be at least 1, got {self.shingle_words}")
+        if not 16 <= self.num_perm <= 1024:
+            raise ValueError(f"num_perm must be between 16 and 1024, got {self.num_perm}: more permutations estimate Jaccard better but cost more")
+        if self.scheme not in ("affine32", "affine64"):
+            raise ValueError(f"scheme must be 'affine32' or 'affine64', got {self.scheme!r}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.normalisation};word{self.shingle_words};p{self.num_perm};s{self.seed};{self.scheme}"
+
+
+def shingles(text: str, size: int) -> set[bytes]:
+    """Word `size`-grams of the normalised `text`, as bytes (the whole text if it has fewer words)."""
+    words = _WORD.findall(normalise_text(text))
+    if len(words) <= size:
+        return {" ".join(words).encode("utf-8")} if words else set()
+    return {" ".join(words[index : index + size]).encode("utf-8") for index in range(len(words) - size + 1)}
+
+
+def sketch_texts(texts: Iterable[str], recipe: MinHashRecipe) -> list[LeanMinHash]:
+    """One LeanMinHash per text, computed with datasketch's bulk API."""
+    shingle_sets = [sorted(shingles(text, recipe.shingle_words)) for text in texts]
+    sketches = MinHash.bulk(shingle_sets, num_perm=recipe.num_perm, seed=recipe.seed, scheme=recipe.scheme)
+    return [LeanMinHash(sketch) for sketch in sketches]
+
+
+def to_bytes(sketch: LeanMinHash) -> bytes:
+    buffer = bytearray(sketch.bytesize(byteorder=BYTE_ORDER))
+    sketch.serialize(buffer, byteorder=BYTE_ORDER)
+    return bytes(buffer)
+
+
+def from_bytes(data: bytes, recipe: MinHashRecipe) -> LeanMinHash:
+    """Deserialise a stored sketch, refusing one whose seed, size or scheme differ from `recipe`."""
+    sketch = LeanMinHash.deserialize(data, byteorder=BYTE_ORDER)
+    if (sketch.seed, len(sketch), sketch.scheme) != (recipe.seed, recipe.num_perm, recipe.scheme):
+        raise ValueError(f"stored sketch (seed {sketch.seed}, {len(sketch)} permutations, {sketch.scheme}) does not match recipe {recipe.key}")
+    return sketch
