@@ -136,7 +136,8 @@ def main() -> None:
     rng = random.Random(11)
     copies = []
     for n, report in enumerate(rng.sample(reports, int(len(reports) * args.duplicate_share))):
-        description = re.sub(r"\d+", lambda m: str(int(m.group()) + 1), report.get("description") or "")
+        # an exact duplicate up to volatile tokens: every standalone number changed
+        description = re.sub(r"(?<![\w.])\d+(?![\w.])", lambda m: str(int(m.group()) + 1), report.get("description") or "")
         copies.append({**report, "id": f"copy-{n}", "description": description, "created": "2024-12-31T00:00:00"})
     mixed = CountingEncoder(inner)
     pipeline(workdir, "mixed", reports + copies, mixed)

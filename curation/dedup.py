@@ -118,6 +118,7 @@ class Deduplicator:
         if self.index is None:
             self.load(session)
         summary = CurationSummary()
+        encoded_before = self.embeddings.encoded
         while limit is None or summary.decided + summary.references < limit:
             size = self.config.batch_size if limit is None else min(self.config.batch_size, limit - summary.decided - summary.references)
             batch = self._pending(session, size)
@@ -125,7 +126,7 @@ class Deduplicator:
                 break
             self._decide_batch(session, batch, summary)
             session.commit()
-            summary.encoded = self.embeddings.encoded
+            summary.encoded = self.embeddings.encoded - encoded_before
             if on_batch is not None:
                 on_batch(summary)
         return summary
@@ -180,7 +181,8 @@ class Deduplicator:
             self._index(candidate, root=item.id, status=item.status)
             summary.references += 1
             return
-        verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title)
+        # A changed item re-curated by a long-lived index must not match its own earlier entry.
+        verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, exclude=(item.id,))
         if candidate.body is None and verdict.stage == DedupStage.EXACT.value:
             # An exact duplicate is never embedded: it shares the vectors of the item it copies,
             # so it can still be found as a neighbour (its text is that item's, up to masked tokens).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -15,8 +16,10 @@ from fastapi.openapi.utils import get_openapi
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from curation.embeddings import Encoder
 from schemas.problem import Problem
-from service.api import health, items, sources
+from service.api import dedup, health, items, sources
+from service.curation import CurationTrigger, DedupReader, get_encoder
 from service.db import make_engine
 from service.logs import request_id_var
 from service.metrics import Metrics
@@ -26,12 +29,28 @@ from service.tokens import ensure_bootstrap_admin
 
 access_log = logging.getLogger("goldenset.access")
 REQUEST_ID_HEADER = "X-Request-ID"
+# `/v1/dedup/check` requests embedding at once (each encode already uses every core).
+DEDUP_CHECK_CONCURRENCY = 2
 
 
-def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
-    """Build the app. The schema must already be migrated (`goldenset migrate`; `serve` does it)."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    encoder: Encoder | None = None,
+    curation_trigger: CurationTrigger | None = None,
+) -> FastAPI:
+    """Build the app. The schema must already be migrated (`goldenset migrate`; `serve` does it).
+
+    `encoder` replaces the process-wide embedding model (loaded on first use otherwise);
+    `curation_trigger` replaces the background curation started after ingest (on when
+    `settings.curate_after_ingest`)."""
     settings = settings or get_settings()
     engine = engine or make_engine(settings.database_url)
+    resolved = settings
+
+    def app_encoder() -> Encoder:
+        return encoder if encoder is not None else get_encoder(resolved)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -42,6 +61,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
             yield
         finally:
             app.state.pull_executor.shutdown(wait=False, cancel_futures=True)
+            app.state.curation_trigger.shutdown()
 
     app = FastAPI(
         title="goldenset",
@@ -53,10 +73,14 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.state.engine = engine
     app.state.metrics = Metrics()
     app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
+    app.state.curation_trigger = curation_trigger or CurationTrigger(engine, settings, encoder=app_encoder)
+    app.state.dedup_reader = DedupReader(settings, encoder=app_encoder)
+    app.state.dedup_semaphore = asyncio.Semaphore(DEDUP_CHECK_CONCURRENCY)
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(sources.router)
     app.include_router(items.router)
+    app.include_router(dedup.router)
 
     @app.middleware("http")
     async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

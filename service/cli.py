@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -26,6 +26,9 @@ from service.settings import get_settings
 from service.sources import create_source, get_source, list_sources, set_source_mapping, source_mapping
 from service.tokens import create_token, revoke_token
 
+if TYPE_CHECKING:
+    from curation.dedup import CurationSummary
+
 app = typer.Typer(help="goldenset: private, continuously refreshed LLM evals from production incidents.", no_args_is_help=True)
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 source_app = typer.Typer(help="Create and list sources.", no_args_is_help=True)
@@ -38,6 +41,7 @@ EXIT_USAGE = 2
 EXIT_REJECTED = 3
 EXIT_AUTH = 4
 EXIT_PULL_FAILED = 5
+EXIT_BUSY = 6
 CLI_ACTOR = "cli"
 MAX_ERRORS_SHOWN = 25
 
@@ -77,7 +81,7 @@ def serve(
     no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Serve only; run `goldenset scheduler` elsewhere.")] = False,
 ) -> None:
     """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json) and, unless
-    --no-scheduler, the scheduler of pulls."""
+    --no-scheduler, the scheduler of pulls and curation."""
     import uvicorn
 
     from service.app import create_app
@@ -160,8 +164,12 @@ def ingest(
     source: Annotated[str, typer.Option("--source", help="Source name; created (kind 'file') if new.")],
     mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file (YAML or JSON); stored on the source.")] = None,
     format: Annotated[str | None, typer.Option("--format", help="jsonl, csv or json; default from the mapping or the extension.")] = None,
+    curate: Annotated[
+        bool | None, typer.Option("--curate/--no-curate", help="Curate pending candidates afterwards (default: GOLDENSET_CURATE_AFTER_INGEST, true).", show_default=False)
+    ] = None,
 ) -> None:
-    """Ingest a file of dated incidents into a source. Re-ingesting is idempotent.
+    """Ingest a file of dated incidents into a source, then curate what is pending (unless
+    --no-curate). Re-ingesting is idempotent.
 
     Exit status: 0 when every record was stored, 3 when some were rejected (the rest are stored),
     2 when nothing could be read."""
@@ -198,8 +206,78 @@ def ingest(
                 session=session, source=stored_source, records=records, mapping=effective, actor=CLI_ACTOR, on_progress=lambda n: progress.advance(task, n)
             )
     _print_summary(summary)
+    if settings.curate_after_ingest if curate is None else curate:
+        _curate_after_ingest()
     if summary.rejected:
         raise typer.Exit(EXIT_REJECTED)
+
+
+def _curate_after_ingest() -> None:
+    from curation.index import MixedRecipeError
+    from service.curation import CurationBusy
+
+    try:
+        _run_curation(limit=None)
+    except CurationBusy as exc:
+        err.print(f"not curated now: {exc}", highlight=False)
+    except MixedRecipeError as exc:
+        err.print(f"[yellow]not curated:[/] {exc}", highlight=False)
+
+
+def _run_curation(limit: int | None) -> CurationSummary | None:
+    """Curate with a progress bar and print the summary; None when nothing was pending."""
+    from service.curation import get_encoder, pending_count, run_curation
+
+    settings = get_settings()
+    engine = _engine()
+    with Session(engine) as session:
+        pending = pending_count(session)
+    if limit is not None:
+        pending = min(pending, limit)
+    if pending == 0:
+        err.print("nothing to curate: no pending candidates")
+        return None
+    with err.status("loading the embedding model"):
+        encoder = get_encoder(settings)
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task("curating", total=pending)
+
+        def on_batch(state: CurationSummary) -> None:
+            progress.update(task, completed=state.decided + state.references, description=f"curating ({state.duplicate} duplicates so far)")
+
+        summary = run_curation(engine, settings, encoder=encoder, limit=limit, on_batch=on_batch)
+    _print_curation(summary)
+    return summary
+
+
+def _print_curation(summary: CurationSummary) -> None:
+    table = Table(title="curation", show_header=False)
+    for label, value in (("decided", summary.decided), ("unique", summary.unique), ("duplicate", summary.duplicate), ("contaminated", summary.contaminated)):
+        table.add_row(label, str(value))
+    if summary.references:
+        table.add_row("reference items indexed", str(summary.references))
+    for stage, count in sorted(summary.by_stage.items()):
+        table.add_row(f"  by stage: {stage}", str(count))
+    table.add_row("encoder calls (texts)", str(summary.encoded))
+    out.print(table)
+
+
+@app.command()
+def curate(limit: Annotated[int | None, typer.Option("--limit", min=1, help="Decide at most N candidates.")] = None) -> None:
+    """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item
+    (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
+
+    Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
+    2 when the stored fingerprints were made with another recipe or model."""
+    from curation.index import MixedRecipeError
+    from service.curation import CurationBusy
+
+    try:
+        _run_curation(limit=limit)
+    except CurationBusy as exc:
+        raise _fail(str(exc), EXIT_BUSY) from exc
+    except MixedRecipeError as exc:
+        raise _fail(str(exc)) from exc
 
 
 @token_app.command("create")

@@ -3,12 +3,16 @@ outside development."""
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from curation.dedup import DedupConfig
 
 DEVELOPMENT_SECRET_KEY = "goldenset-development-secret-key-do-not-use-in-production"
 DEFAULT_DATABASE_URL = "sqlite:///./var/goldenset.db"
@@ -28,6 +32,12 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
+    # Unset thresholds take `curation.dedup.DedupConfig`'s defaults (see `dedup_config`), so a change
+    # there changes the default here; reading them lazily keeps the CLI from importing datasketch.
+    dedup_minhash_threshold: float | None = Field(default=None, gt=0, le=1, description="Estimated Jaccard for a near-verbatim duplicate; unset: DedupConfig's.")
+    dedup_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase; unset: DedupConfig's.")
+    curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
+    curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
 
     @model_validator(mode="after")
     def _refuse_insecure_production(self) -> Settings:
@@ -37,6 +47,17 @@ class Settings(BaseSettings):
             if self.admin_token is not None and len(self.admin_token.get_secret_value()) < 32:
                 raise ValueError("GOLDENSET_ADMIN_TOKEN must be at least 32 characters in production")
         return self
+
+    def dedup_config(self) -> DedupConfig:
+        """The dedup thresholds in force: these settings where set, `DedupConfig`'s defaults otherwise."""
+        from curation.dedup import DedupConfig
+
+        defaults = DedupConfig()
+        return dataclasses.replace(
+            defaults,
+            minhash_threshold=defaults.minhash_threshold if self.dedup_minhash_threshold is None else self.dedup_minhash_threshold,
+            embedding_threshold=defaults.embedding_threshold if self.dedup_embedding_threshold is None else self.dedup_embedding_threshold,
+        )
 
     def sqlite_path(self) -> Path | None:
         """The database file when the URL is a file-backed SQLite one, else None."""

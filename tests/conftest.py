@@ -102,7 +102,8 @@ def session(engine: Engine) -> Iterator[Session]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024)
+    # No background curation after API ingest (it loads the embedding model); dedup tests turn it on.
+    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024, curate_after_ingest=False)
 
 
 @pytest.fixture

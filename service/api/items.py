@@ -12,7 +12,8 @@ from fastapi import APIRouter, Query
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
-from schemas.item import Item, ItemPage, ItemRead, ItemStatus
+from schemas.dedup import DedupDecision, DedupRead
+from schemas.item import Item, ItemDetail, ItemPage, ItemRead, ItemStatus
 from schemas.source import Source
 from service.api.deps import SessionDep
 from service.auth import ReadPrincipal
@@ -98,8 +99,21 @@ def require_item(session: Session, item_id: int) -> tuple[Item, str]:
     return row[0], row[1]
 
 
-@router.get("/{item_id}", response_model=ItemRead, responses=problem_doc(401, 403, 404))
-def get_item(item_id: int, _: ReadPrincipal, session: SessionDep) -> ItemRead:
-    """One item."""
+def dedup_read(session: Session, item: Item) -> DedupRead:
+    """How dedup judged `item`: its newest decision, with the cluster root it points at now (an
+    earlier incident arriving later can move it); just the status while it is a candidate or has
+    never been judged (a reference item)."""
+    if item.status == ItemStatus.CANDIDATE.value:
+        return DedupRead(status=item.status)
+    decision = session.exec(select(DedupDecision).where(DedupDecision.item_id == item.id).order_by(col(DedupDecision.id).desc()).limit(1)).first()
+    if decision is None:
+        return DedupRead(status=item.status, duplicate_of=item.duplicate_of)
+    return DedupRead(status=decision.status, duplicate_of=item.duplicate_of, stage=decision.stage, score=decision.score, decided_at=decision.decided_at)
+
+
+@router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404))
+def get_item(item_id: int, _: ReadPrincipal, session: SessionDep) -> ItemDetail:
+    """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding, none),
+    `score` and `decided_at` of curation's newest decision about it."""
     item, source_name = require_item(session, item_id)
-    return to_read(item, source_name)
+    return ItemDetail(**to_read(item, source_name).model_dump(), dedup=dedup_read(session, item))

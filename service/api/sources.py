@@ -84,9 +84,17 @@ def remove_source(name: str, principal: AdminPrincipal, session: SessionDep) -> 
         raise ProblemError(409, "Conflict", str(exc)) from exc
 
 
+def _curate_if_stored(request: Request, summary: IngestSummary) -> None:
+    """Start a background curation run when ingest stored new or changed items (never in the handler)."""
+    if summary.new or summary.updated:
+        request.app.state.curation_trigger.request()
+
+
 def _pull_now(request: Request, name: str, actor: str) -> IngestSummary:
     settings: Settings = request.app.state.settings
-    return pull_source(engine=request.app.state.engine, name=name, secret_key=settings.secret_key.get_secret_value(), actor=actor)
+    summary = pull_source(engine=request.app.state.engine, name=name, secret_key=settings.secret_key.get_secret_value(), actor=actor)
+    _curate_if_stored(request, summary)
+    return summary
 
 
 def _pull_in_background(request: Request, name: str, actor: str) -> None:
@@ -177,6 +185,7 @@ async def push_items(name: str, request: Request, body: BodyDep, principal: Inge
             raise ProblemError(400, "Bad Request", f"expected a JSON array of records, got a JSON {type(document).__name__}")
         records = list(iter_parsed_array(document, None))
     summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, principal.actor)
+    _curate_if_stored(request, summary)
     return _summary_response(summary)
 
 
@@ -204,4 +213,5 @@ async def webhook(name: str, request: Request, body: BodyDep, session: SessionDe
     except DocumentError as exc:
         raise ProblemError(400, "Bad Request", str(exc)) from exc
     summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, f"webhook:{name}")
+    _curate_if_stored(request, summary)
     return _summary_response(summary)

@@ -19,10 +19,12 @@ from service.crypto import sha256_hex
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENSET = [sys.executable, "-m", "service.cli"]
+NO_CURATION = {"GOLDENSET_CURATE_AFTER_INGEST": "false"}
 
 
 def run(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GOLDENSET_DATABASE_URL": database_url, "COLUMNS": "200", "GOLDENSET_SECRET_KEY": "cli-test-secret-key-0123456789abcdef"}
+    # Curation after ingest (which loads the embedding model) is tested in tests/e2e/test_curate_cli.py.
+    env = {**os.environ, **NO_CURATION, "GOLDENSET_DATABASE_URL": database_url, "COLUMNS": "200", "GOLDENSET_SECRET_KEY": "cli-test-secret-key-0123456789abcdef"}
     return subprocess.run([*GOLDENSET, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
 
 
@@ -106,7 +108,7 @@ def test_source_create_prints_the_webhook_secret_once_and_stores_it_encrypted(da
 
 
 def test_two_ingests_at_once_into_one_database_both_succeed(database_url: str, engine: Engine, tmp_path: Path) -> None:
-    env = {**os.environ, "GOLDENSET_DATABASE_URL": database_url}
+    env = {**os.environ, **NO_CURATION, "GOLDENSET_DATABASE_URL": database_url}
     processes = []
     for name in ("alpha", "beta"):
         path = tmp_path / f"{name}.jsonl"

@@ -143,7 +143,8 @@ def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: Replay
             session.add(source)
         session.commit()
         assert due_pull_sources(session) == {"due": 3600}
-    scheduler = GoldensetScheduler(engine, Settings(secret_key=TEST_SECRET_KEY, database_url=str(engine.url)))
+    settings = Settings(secret_key=TEST_SECRET_KEY, database_url=str(engine.url), curate_after_ingest=False, curate_interval_seconds=3600)
+    scheduler = GoldensetScheduler(engine, settings)
     scheduler.start()
     try:
         deadline = time.monotonic() + 30
@@ -152,7 +153,7 @@ def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: Replay
             time.sleep(0.1)
         job = scheduler.scheduler.get_job("pull:due")
         assert job is not None and job.coalesce and job.max_instances == 1
-        assert {job.id for job in scheduler.scheduler.get_jobs()} == {"sync-source-jobs", "pull:due"}
+        assert {job.id for job in scheduler.scheduler.get_jobs()} == {"sync-source-jobs", "curate", "pull:due"}
         with Session(engine) as session:
             source = session.exec(select(Source).where(Source.name == "due")).one()
             source.status = "auth_failed"

@@ -21,3 +21,13 @@ def test_settings_come_from_goldenset_variables(monkeypatch: pytest.MonkeyPatch)
     assert settings.database_url == "postgresql://u@h/db"
     assert settings.max_body_bytes == 2048
     assert "x" * 8 not in repr(Settings(secret_key="x" * 40))
+
+
+def test_dedup_thresholds_default_to_the_engines() -> None:
+    from curation.dedup import DedupConfig
+
+    assert Settings().dedup_config() == DedupConfig()
+    custom = Settings(dedup_minhash_threshold=0.9, dedup_embedding_threshold=0.85).dedup_config()
+    assert (custom.minhash_threshold, custom.embedding_threshold, custom.neighbours) == (0.9, 0.85, DedupConfig().neighbours)
+    with pytest.raises(ValidationError):
+        Settings(dedup_embedding_threshold=1.5)
