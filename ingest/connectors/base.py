@@ -12,10 +12,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr, ValidationError
 
 from ingest.readers import RawRecord
 
@@ -38,6 +38,16 @@ class TransientError(ConnectorError):
 
 class ConfigError(ValueError):
     """A connector configuration is invalid; the message names each bad field."""
+
+
+def _base_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return value.rstrip("/")
+
+
+BaseUrl = Annotated[str, AfterValidator(_base_url)]
+"""A vendor's API root: http(s) only, without a trailing slash."""
 
 
 class ConnectorConfig(BaseModel):

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
-from ingest.connectors.base import Connector, ConnectorConfig, ConnectorContext, MalformedPage, Page
+from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorContext, MalformedPage, Page
 from ingest.connectors.http import json_body, retry_after_seconds, send
 from ingest.connectors.keyset import KeysetCursor
 from ingest.mapping import RecordRejected
@@ -50,7 +50,7 @@ class GitHubConfig(ConnectorConfig):
     owner: str = Field(description="Owner of the repository (user or organisation), e.g. apache.")
     repo: str = Field(description="Repository name, e.g. hadoop.")
     token: SecretStr = Field(description="Token with read access to the repository's issues; sent as a bearer token.")
-    base_url: str = Field(default="https://api.github.com", description="API root; for GitHub Enterprise Server https://HOST/api/v3.")
+    base_url: BaseUrl = Field(default="https://api.github.com", description="API root; for GitHub Enterprise Server https://HOST/api/v3.")
     labels: list[str] = Field(default_factory=list, description="Only issues carrying every one of these labels.")
     per_page: int = Field(default=100, ge=1, le=100)
     include_pull_requests: bool = Field(default=False, description="Also store pull requests (GitHub lists them with the issues).")
@@ -62,13 +62,6 @@ class GitHubConfig(ConnectorConfig):
         if not _NAME.fullmatch(value) or value in (".", ".."):
             raise ValueError("use the name as in the repository URL: letters, digits, '-', '_' or '.'")
         return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
 
     @field_validator("labels")
     @classmethod

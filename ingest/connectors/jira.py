@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.connectors.base import Connector, ConnectorConfig, MalformedPage, Page
+from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, MalformedPage, Page
 from ingest.connectors.http import json_body, send
 from ingest.connectors.keyset import KeysetCursor
 from ingest.dates import IncidentDateError, parse_incident_date
@@ -28,7 +28,7 @@ JQL_MINUTE = "%Y/%m/%d %H:%M"
 
 
 class JiraConfig(ConnectorConfig):
-    base_url: str = Field(description="Site root, e.g. https://issues.example.com or https://acme.atlassian.net")
+    base_url: BaseUrl = Field(description="Site root, e.g. https://issues.example.com or https://acme.atlassian.net")
     jql: str = Field(default="", description="Extra filter, e.g. 'project = OPS AND issuetype = Incident'.")
     email: str | None = None
     api_token: SecretStr | None = None
@@ -37,13 +37,6 @@ class JiraConfig(ConnectorConfig):
     page_size: int = Field(default=100, ge=1, le=1000)
     timezone: str = Field(default="UTC", description="The time zone of the Jira user the credentials belong to.")
     fields: list[str] = Field(default_factory=lambda: list(DEFAULT_FIELDS))
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
 
     @field_validator("timezone")
     @classmethod

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from pydantic import Field, SecretStr, field_validator
 
-from ingest.connectors.base import Connector, ConnectorConfig, ConnectorError, MalformedPage, Page
+from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorError, MalformedPage, Page
 from ingest.connectors.http import json_body, send
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
@@ -62,7 +62,7 @@ def _parse_time(text: object) -> datetime:
 
 class PagerDutyConfig(ConnectorConfig):
     api_key: SecretStr = Field(description="A REST API key (account or user token); read-only is enough.")
-    base_url: str = Field(default="https://api.pagerduty.com", description="https://api.eu.pagerduty.com for EU accounts.")
+    base_url: BaseUrl = Field(default="https://api.pagerduty.com", description="https://api.eu.pagerduty.com for EU accounts.")
     service_ids: list[str] = Field(default_factory=list, description="Only incidents of these services (all when empty).")
     team_ids: list[str] = Field(default_factory=list, description="Only incidents of these teams (all when empty).")
     statuses: list[Status] = Field(default_factory=_all_statuses, min_length=1)
@@ -71,13 +71,6 @@ class PagerDutyConfig(ConnectorConfig):
     limit: int = Field(default=100, ge=1, le=100, description="Incidents per page.")
     lookback_days: int = Field(default=7, ge=0, le=365, description="Days before the cursor re-read by every pull, for status changes.")
     include_notes: bool = Field(default=True, description="Fetch the notes of resolved incidents as their reference answer.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
 
     @field_validator("start")
     @classmethod
