@@ -14,6 +14,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -22,6 +23,7 @@ from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import RawRecord
 from ingest.redaction import Redactor
 from schemas.common import utcnow
+from schemas.dedup import ItemFingerprint
 from schemas.item import Item, ItemRevision, ItemStatus
 from schemas.problem import IngestSummary, RecordError
 from schemas.source import Source
@@ -120,6 +122,8 @@ class ItemWriter:
         self.redactor = redactor or Redactor(mapping.mapping.redact)
         self.now = now
         self.summary = IngestSummary(source=source.name)
+        # A public reference corpus is matched against, never curated into an eval.
+        self.initial_status = ItemStatus.REFERENCE.value if source.kind == "reference" else ItemStatus.CANDIDATE.value
 
     def write(self, records: Iterable[RawRecord], *, on_progress: ProgressCallback | None = None) -> IngestSummary:
         """Map, redact and upsert `records`, committing every `CHUNK_SIZE`; returns the running summary."""
@@ -210,6 +214,7 @@ class ItemWriter:
                 reference=record.reference,
                 meta=record.metadata,
                 tags=record.tags,
+                status=self.initial_status,
                 content_hash=fingerprint,
                 hash_recipe=NORMALISATION_VERSION,
                 identity_key=record.identity,
@@ -239,6 +244,9 @@ class ItemWriter:
         item.record_digest = digest
         item.revision += 1
         item.updated_at = now
+        if text_changed and item.status == ItemStatus.REFERENCE.value:
+            # A reference item is re-fingerprinted by the next curation run.
+            self.session.exec(delete(ItemFingerprint).where(col(ItemFingerprint.item_id) == item.id))
         # Only a change of the text sends an item back to curation; metadata-only changes do not.
         if text_changed and item.status in _RECURATE_ON_CHANGE:
             item.status = ItemStatus.CANDIDATE.value

@@ -25,6 +25,7 @@ class SourceKind(StrEnum):
     JIRA = "jira"
     GITHUB = "github"
     PAGERDUTY = "pagerduty"
+    REFERENCE = "reference"
 
 
 class SourceStatus(StrEnum):

@@ -34,6 +34,8 @@ token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_h
 source_app = typer.Typer(help="Create and list sources.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(source_app, name="source")
+reference_app = typer.Typer(help="Public reference corpora that candidates are checked against.", no_args_is_help=True)
+app.add_typer(reference_app, name="reference")
 
 out = Console()
 err = Console(stderr=True)
@@ -173,6 +175,16 @@ def ingest(
 
     Exit status: 0 when every record was stored, 3 when some were rejected (the rest are stored),
     2 when nothing could be read."""
+    settings = get_settings()
+    summary = _ingest_file(file, source, mapping, format, kind=SourceKind.FILE.value)
+    if settings.curate_after_ingest if curate is None else curate:
+        _curate_after_ingest()
+    if summary.rejected:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+def _ingest_file(file: Path, source: str, mapping: Path | None, format: str | None, *, kind: str) -> IngestSummary:
+    """Ingest `file` into `source` (created with `kind` if new), with progress; prints the summary."""
     try:
         check_source_name(source)
         parsed_mapping = load_mapping(mapping) if mapping is not None else None
@@ -188,11 +200,13 @@ def ingest(
         if stored_source is None:
             stored_source, _ = create_source(
                 session=session,
-                data=SourceCreate(name=source, kind=SourceKind.FILE.value, mapping=mapping_document),
+                data=SourceCreate(name=source, kind=kind, mapping=mapping_document),
                 secret_key=settings.secret_key.get_secret_value(),
                 actor=CLI_ACTOR,
             )
             err.print(f"created source [bold]{source}[/]")
+        elif (stored_source.kind == SourceKind.REFERENCE.value) != (kind == SourceKind.REFERENCE.value):
+            raise _fail(f"source {source!r} is a {stored_source.kind} source; reference corpora and incident sources cannot share a name")
         elif mapping_document is not None:
             set_source_mapping(session=session, source=stored_source, mapping=mapping_document, actor=CLI_ACTOR)
         effective = source_mapping(stored_source)
@@ -206,8 +220,20 @@ def ingest(
                 session=session, source=stored_source, records=records, mapping=effective, actor=CLI_ACTOR, on_progress=lambda n: progress.advance(task, n)
             )
     _print_summary(summary)
-    if settings.curate_after_ingest if curate is None else curate:
-        _curate_after_ingest()
+    return summary
+
+
+@reference_app.command("add")
+def reference_add(
+    name: Annotated[str, typer.Argument(help="The corpus's source name, e.g. a public benchmark's.")],
+    file: Annotated[Path, typer.Argument(help="A JSONL, CSV or JSON file of the benchmark's items.")],
+    mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file (YAML or JSON).")] = None,
+    format: Annotated[str | None, typer.Option("--format", help="jsonl, csv or json.")] = None,
+) -> None:
+    """Index a public benchmark's items as a reference corpus. They are never released; a
+    candidate that copies or paraphrases one becomes `contaminated`, with the match."""
+    summary = _ingest_file(file, name, mapping, format, kind=SourceKind.REFERENCE.value)
+    _curate_after_ingest()
     if summary.rejected:
         raise typer.Exit(EXIT_REJECTED)
 

@@ -33,7 +33,7 @@ def require_source(*, session: Session, name: str) -> Source:
     return source
 
 
-PLAIN_KINDS = (SourceKind.FILE.value, SourceKind.PUSH.value)
+PLAIN_KINDS = (SourceKind.FILE.value, SourceKind.PUSH.value, SourceKind.REFERENCE.value)
 
 
 def _connector_fields(kind: str, document: dict[str, Any] | None, *, secret_key: str) -> tuple[dict[str, Any], str | None]:
