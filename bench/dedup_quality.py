@@ -37,7 +37,6 @@ from bench.common import DATA, ROOT, database, ingest, session
 from curation.dedup import DedupConfig, Deduplicator
 from curation.embeddings import SentenceTransformerEncoder, body_text, title_text
 from curation.fingerprints import from_bytes
-from curation.index import TITLE_WEIGHT
 from curation.similarity import rank_similar
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
@@ -77,10 +76,6 @@ class Loaded:
     def cosine(self, a: str, b: str) -> float:
         return float(self.vectors[a][0] @ self.vectors[b][0])
 
-    def embedding_score(self, a: str, b: str) -> float:
-        body = float(self.vectors[a][0] @ self.vectors[b][0])
-        title = float(self.vectors[a][1] @ self.vectors[b][1])
-        return (body + TITLE_WEIGHT * title) / (1 + TITLE_WEIGHT)
 
 
 def curate(engine: Any, dedup: Deduplicator) -> float:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
@@ -287,8 +286,3 @@ class Deduplicator:
         """Body and title vectors of a text, encoded now and not stored (for checks)."""
         vectors = self.encoder.encode([body_text(title, input_text), title_text(title, input_text)])
         return vectors[0], vectors[1]
-
-
-def unit(vector: Vectors) -> Vectors:
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm else vector

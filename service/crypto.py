@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import secrets
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -35,7 +34,3 @@ def new_secret(prefix: str = "") -> str:
 
 def sha256_hex(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
-
-
-def constant_time_equal(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
