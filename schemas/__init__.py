@@ -2,8 +2,28 @@
 
 from schemas.audit import AuditEvent
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
+from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemRead, ItemRevision, ItemStatus
+from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.source import Source, SourceKind
 from schemas.token import ApiToken, Scope
 
-__all__ = ["ApiToken", "AuditEvent", "DedupDecision", "Embedding", "Item", "ItemFingerprint", "ItemRead", "ItemRevision", "ItemStatus", "Scope", "Source", "SourceKind"]
+__all__ = [
+    "ApiToken",
+    "AuditEvent",
+    "DedupDecision",
+    "Embedding",
+    "Eval",
+    "EvalItem",
+    "Item",
+    "ItemFingerprint",
+    "ItemRead",
+    "ItemRevision",
+    "ItemStatus",
+    "Release",
+    "ReleaseItem",
+    "Scope",
+    "SealedRead",
+    "Source",
+    "SourceKind",
+]

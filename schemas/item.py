@@ -60,6 +60,9 @@ class Item(ItemContent, table=True):
     status: str = Field(default=ItemStatus.CANDIDATE.value, sa_type=String(16), index=True)
     ingested_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # Set when the item was sent somewhere that may train on it: it leaves every eval at the next refresh.
+    exposed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    exposed_reason: str | None = Field(default=None, max_length=255)
 
 
 class ItemRevision(SQLModel, table=True):

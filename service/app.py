@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from curation.embeddings import Encoder
 from schemas.problem import Problem
-from service.api import dedup, health, items, sources
+from service.api import dedup, evals, health, items, releases, review, sources
 from service.curation import CurationTrigger, DedupReader, get_encoder
 from service.db import make_engine
 from service.logs import request_id_var
@@ -81,6 +81,9 @@ def create_app(
     app.include_router(sources.router)
     app.include_router(items.router)
     app.include_router(dedup.router)
+    app.include_router(review.router)
+    app.include_router(evals.router)
+    app.include_router(releases.router)
 
     @app.middleware("http")
     async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

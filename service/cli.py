@@ -20,6 +20,7 @@ from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate, SourceKind, check_source_name
 from schemas.token import ApiToken
+from service.cli_evals import register as register_eval_commands
 from service.db import make_engine, migrate, write_session
 from service.ingestion import ingest_records
 from service.settings import get_settings
@@ -385,6 +386,8 @@ def source_list() -> None:
         table.add_row(source.name, source.kind, str(source.item_count), f"{source.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
 
+
+register_eval_commands(app)
 
 if __name__ == "__main__":
     app()

@@ -1,25 +1,37 @@
 """The scheduler: APScheduler 3.x in one process (inside `goldenset serve`, or alone as
 `goldenset scheduler`). Every job is idempotent: a pull holds a per-source lock, so a second
 scheduler or a manual pull at the same moment cannot run the same source twice; curation holds
-the `curation` lock, so only one process decides duplicates at a time."""
+the `curation` lock, so only one process decides duplicates at a time; an eval's refresh owns its
+period's release, so a second scheduler, a retry or an external cron writes nothing new.
+
+Each eval has a cron job on its schedule. When its job is added (at start, or when the eval is
+created) and the current period has no release yet (the service was down at the tick, or the
+eval is new), the refresh runs once at once: a missed period is caught up once, not once per
+missed tick."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.periods import cron_trigger, period_at
 from ingest.connectors.base import ConnectorError
 from schemas.common import utcnow
+from schemas.evals import Eval
+from schemas.release import Release
 from schemas.source import Source, SourceStatus
 from service.curation import CurationBusy, run_curation
 from service.pulls import PullRefused, pull_source
+from service.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.settings import Settings
 from service.sources import PLAIN_KINDS
 
@@ -27,6 +39,7 @@ logger = logging.getLogger("goldenset.scheduler")
 SYNC_JOB_ID = "sync-source-jobs"
 CURATE_JOB_ID = "curate"
 PULL_JOB_PREFIX = "pull:"
+REFRESH_JOB_PREFIX = "refresh:"
 JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
 
 
@@ -65,7 +78,8 @@ class GoldensetScheduler:
             self.scheduler.shutdown(wait=False)
 
     def sync_jobs(self) -> None:
-        """Add, reschedule and remove pull jobs to match the sources table."""
+        """Add, reschedule and remove pull jobs and eval refresh jobs to match the database."""
+        self.sync_refresh_jobs()
         with Session(self.engine) as session:
             wanted = due_pull_sources(session)
         for job in self.scheduler.get_jobs():
@@ -107,3 +121,49 @@ class GoldensetScheduler:
             pass  # recorded on the source by pull_source
         except Exception:
             logger.exception("scheduled pull of %s failed", name)
+
+    def sync_refresh_jobs(self) -> None:
+        """One cron job per eval on its schedule; a new job whose current period has no release
+        runs once now (the catch-up of a missed period)."""
+        now = utcnow()
+        with Session(self.engine) as session:
+            evals = {evaluation.name: evaluation for evaluation in session.exec(select(Eval)).all()}
+            missed = {name for name, evaluation in evals.items() if _period_missed(session, evaluation, now)}
+        for job in self.scheduler.get_jobs():
+            if job.id.startswith(REFRESH_JOB_PREFIX) and job.id[len(REFRESH_JOB_PREFIX) :] not in evals:
+                job.remove()
+        for name, evaluation in evals.items():
+            job_id = f"{REFRESH_JOB_PREFIX}{name}"
+            try:
+                trigger = cron_trigger(evaluation.schedule)
+            except ValueError:
+                logger.warning("eval %s has an invalid schedule %r; it is not refreshed on schedule", name, evaluation.schedule)
+                continue
+            job = self.scheduler.get_job(job_id)
+            if job is None:
+                extra: dict[str, Any] = {"next_run_time": now} if name in missed else {}
+                self.scheduler.add_job(self.refresh, trigger, args=[name], id=job_id, **extra)
+                logger.info("scheduled refreshes of eval %s on %r%s", name, evaluation.schedule, " (catching up the current period now)" if name in missed else "")
+            elif str(job.trigger) != str(trigger) and isinstance(job.trigger, CronTrigger):
+                job.reschedule(trigger)
+
+    def refresh(self, name: str) -> None:
+        """One scheduled refresh of an eval (the release of the current period, if it has none);
+        failures are logged, never raised."""
+        try:
+            outcome = refresh_eval(self.engine, name=name, secret_key=self.settings.secret_key.get_secret_value(), actor="scheduler")
+            if outcome.created:
+                logger.info("eval %s: release %s written", name, outcome.release.number)
+        except (RefreshBusy, RefreshError) as exc:
+            logger.warning("scheduled refresh of eval %s skipped: %s", name, exc)
+        except Exception:
+            logger.exception("scheduled refresh of eval %s failed; the next tick retries", name)
+
+
+def _period_missed(session: Session, evaluation: Eval, now: datetime) -> bool:
+    """True when the period holding `now` has no release of the eval yet."""
+    try:
+        period = period_at(evaluation.schedule, now)
+    except ValueError:
+        return False
+    return session.exec(select(Release.id).where(Release.eval_id == evaluation.id, Release.period_start == period.start)).first() is None

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlmodel import Session
 
+from service.db import write_session
 from service.metrics import Metrics
 from service.problems import ProblemError
 from service.settings import Settings
@@ -15,6 +16,12 @@ from service.settings import Settings
 
 def get_session(request: Request) -> Iterator[Session]:
     with Session(request.app.state.engine, expire_on_commit=False) as session:
+        yield session
+
+
+def get_write_session(request: Request) -> Iterator[Session]:
+    """A session for requests that read and then write (SQLite: BEGIN IMMEDIATE)."""
+    with write_session(request.app.state.engine) as session:
         yield session
 
 
@@ -29,6 +36,7 @@ def get_metrics(request: Request) -> Metrics:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 

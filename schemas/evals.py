@@ -1,0 +1,169 @@
+"""Evals: named, self-refreshing evaluation sets, and which items belong to each (with their split
+and, once they leave, when and why)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+import pydantic
+from pydantic import BaseModel, field_validator
+from sqlalchemy import Column, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from schemas.common import UTCDateTime, json_column_type, utcnow
+
+DEFAULT_SCHEDULE = "0 3 1 * *"
+DEFAULT_SEALED_FRACTION = 0.20
+DEFAULT_SEALED_READ_BUDGET = 3
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+
+
+class ApprovalPolicy(StrEnum):
+    """`manual`: only items a reviewer approved enter the eval. `auto`: items dedup kept as `unique`
+    count as approved too."""
+
+    MANUAL = "manual"
+    AUTO = "auto"
+
+
+class Split(StrEnum):
+    """`dev` items are for iteration; `sealed` items only for final decisions (`sealed` scope)."""
+
+    DEV = "dev"
+    SEALED = "sealed"
+
+
+class RetireReason(StrEnum):
+    """Why an item left an eval: older than the maximum age, marked exposed, pushed out by newer
+    items (target size or a source quota), or no longer acceptable (rejected, found to duplicate
+    or copy something, or withdrawn from curation altogether)."""
+
+    AGED_OUT = "aged_out"
+    EXPOSED = "exposed"
+    DISPLACED = "displaced"
+    REJECTED = "rejected"
+    DUPLICATE = "duplicate"
+    CONTAMINATED = "contaminated"
+    WITHDRAWN = "withdrawn"
+
+
+class EvalSettings(SQLModel):
+    """What an eval's owner configures (everything but the name)."""
+
+    description: str = Field(default="", sa_type=Text)
+    sources: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
+    target_size: int = Field(default=200, gt=0, le=1_000_000)
+    schedule: str = Field(default=DEFAULT_SCHEDULE, max_length=120, description="Refresh schedule, a crontab expression in UTC.")
+    max_age_days: int | None = Field(default=365, gt=0, description="Items older than this (at a refresh) retire; unset: no limit.")
+    earliest_occurred_at: datetime | None = Field(default=None, sa_type=UTCDateTime, description="Only incidents at or after this date.")
+    source_quotas: dict[str, int] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
+    sealed_fraction: float = Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
+    approval_policy: str = Field(default=ApprovalPolicy.MANUAL.value, sa_type=String(16))
+    sealed_read_budget: int = Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0, description="Sealed-content reads allowed per release.")
+
+
+class Eval(EvalSettings, table=True):
+    """A named eval. `seal_key` is the per-eval HMAC key that assigns the sealed slice, encrypted
+    with GOLDENSET_SECRET_KEY; it never leaves the server. `canary` marks every export."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=64, sa_column_kwargs={"unique": True}, index=True)
+    canary: str = Field(max_length=80)
+    seal_key: str = Field(sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class EvalItem(SQLModel, table=True):
+    """An item's membership of one eval: its split (fixed at its first release) and, once retired,
+    the release it left at, when and why. A retired item never returns to the eval."""
+
+    __tablename__ = "eval_item"
+    __table_args__ = (UniqueConstraint("eval_id", "item_id", name="uq_eval_item_eval_item"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    eval_id: int = Field(foreign_key="eval.id", index=True)
+    item_id: int = Field(foreign_key="item.id", index=True)
+    split: str = Field(sa_type=String(8))
+    first_release: int
+    retired_release: int | None = None
+    retired_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    retired_reason: str | None = Field(default=None, max_length=32)
+
+
+class _EvalInput(BaseModel):
+    @field_validator("approval_policy", check_fields=False)
+    @classmethod
+    def _policy(cls, value: str | None) -> str | None:
+        if value is not None and value not in {policy.value for policy in ApprovalPolicy}:
+            raise ValueError(f"approval_policy must be one of: {', '.join(policy.value for policy in ApprovalPolicy)}")
+        return value
+
+    @field_validator("source_quotas", check_fields=False)
+    @classmethod
+    def _quotas(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if value is not None and any(quota < 0 for quota in value.values()):
+            raise ValueError("source quotas must be zero or more items")
+        return value
+
+    @field_validator("earliest_occurred_at", check_fields=False)
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("earliest_occurred_at needs a time zone, e.g. 2023-01-01T00:00:00Z")
+        return value
+
+
+class EvalCreate(_EvalInput):
+    """`POST /v1/evals`: a name and any settings (defaults: target 200, monthly on the 1st at
+    03:00 UTC, maximum age 365 days, 20% sealed, manual review, 3 sealed reads per release)."""
+
+    name: str = pydantic.Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '.', '_' and '-'.")
+    description: str = ""
+    sources: list[str] = pydantic.Field(min_length=1, description="Names of the sources whose items the eval takes.")
+    target_size: int = pydantic.Field(default=200, gt=0, le=1_000_000)
+    schedule: str = DEFAULT_SCHEDULE
+    max_age_days: int | None = pydantic.Field(default=365, gt=0)
+    earliest_occurred_at: datetime | None = None
+    source_quotas: dict[str, int] = pydantic.Field(default_factory=dict)
+    sealed_fraction: float = pydantic.Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
+    approval_policy: str = ApprovalPolicy.MANUAL.value
+    sealed_read_budget: int = pydantic.Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0)
+
+
+class EvalUpdate(_EvalInput):
+    """`PATCH /v1/evals/{name}`: the settings to change. `sealed_fraction` can change only until
+    the first release (membership of the sealed slice never changes after)."""
+
+    description: str | None = None
+    sources: list[str] | None = pydantic.Field(default=None, min_length=1)
+    target_size: int | None = pydantic.Field(default=None, gt=0, le=1_000_000)
+    schedule: str | None = None
+    max_age_days: int | None = pydantic.Field(default=None, gt=0)
+    earliest_occurred_at: datetime | None = None
+    source_quotas: dict[str, int] | None = None
+    sealed_fraction: float | None = pydantic.Field(default=None, ge=0, le=1)
+    approval_policy: str | None = None
+    sealed_read_budget: int | None = pydantic.Field(default=None, ge=0)
+
+
+class EvalRead(BaseModel):
+    """An eval as the API shows it (never its seal key)."""
+
+    id: int
+    name: str
+    description: str
+    sources: list[str]
+    target_size: int
+    schedule: str
+    max_age_days: int | None
+    earliest_occurred_at: datetime | None
+    source_quotas: dict[str, int]
+    sealed_fraction: float
+    approval_policy: str
+    sealed_read_budget: int
+    canary: str
+    created_at: datetime
+    updated_at: datetime
+    latest_release: int | None = None

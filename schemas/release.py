@@ -1,0 +1,153 @@
+"""Releases: immutable, numbered versions of an eval. A release is written once, whole, in one
+transaction, and never updated; its items keep the content they had when it was written."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import Column, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from schemas.common import UTCDateTime, json_column_type, utcnow
+
+
+class Release(SQLModel, table=True):
+    """Release `number` of an eval, covering the schedule period [`period_start`, `period_end`).
+
+    The unique `(eval_id, period_start)` pair makes a refresh exactly-once per period. `diff`
+    holds `added` item ids and `retired` entries (`item_id`, `reason`) relative to the release
+    before it. `dev_root` and `sealed_root` are the Merkle roots of each split
+    (`curation.releases.merkle_root`)."""
+
+    __table_args__ = (
+        UniqueConstraint("eval_id", "period_start", name="uq_release_eval_period"),
+        UniqueConstraint("eval_id", "number", name="uq_release_eval_number"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    eval_id: int = Field(foreign_key="eval.id", index=True)
+    number: int
+    period_start: datetime = Field(sa_type=UTCDateTime)
+    period_end: datetime = Field(sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    canary: str = Field(max_length=80)
+    dev_root: str = Field(max_length=64)
+    sealed_root: str = Field(max_length=64)
+    dev_count: int
+    sealed_count: int
+    diff: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
+
+
+class ReleaseItem(SQLModel, table=True):
+    """One item as released: its split, and its content frozen as canonical JSON text, whose
+    sha256 is `content_digest`."""
+
+    __tablename__ = "release_item"
+    __table_args__ = (UniqueConstraint("release_id", "item_id", name="uq_release_item_release_item"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    release_id: int = Field(foreign_key="release.id", index=True)
+    item_id: int = Field(foreign_key="item.id", index=True)
+    split: str = Field(sa_type=String(8))
+    occurred_at: datetime = Field(sa_type=UTCDateTime)
+    content_digest: str = Field(max_length=64)
+    content: str = Field(sa_type=Text)
+
+
+class SealedRead(SQLModel, table=True):
+    """One read of a release's sealed content (or one sealed run), counted against the eval's
+    per-release budget."""
+
+    __tablename__ = "sealed_read"
+
+    id: int | None = Field(default=None, primary_key=True)
+    release_id: int = Field(foreign_key="release.id", index=True)
+    actor: str = Field(max_length=160)
+    purpose: str = Field(default="read", max_length=32)
+    item_count: int = 0
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class RetiredEntry(BaseModel):
+    item_id: int
+    reason: str
+
+
+class ReleaseDiff(BaseModel):
+    """What changed since the release before: items added, items retired with the reason, and
+    members left out of this release only while they wait for curation or review again (their
+    content changed)."""
+
+    added: list[int]
+    retired: list[RetiredEntry]
+    withheld: list[int] = []
+
+
+class ReleaseSummary(BaseModel):
+    """A release without its item list."""
+
+    eval: str
+    number: int
+    period_start: datetime
+    period_end: datetime
+    created_at: datetime
+    canary: str
+    dev_merkle_root: str
+    sealed_merkle_root: str
+    dev_count: int
+    sealed_count: int
+    diff: ReleaseDiff
+
+
+class ManifestEntry(BaseModel):
+    item_id: int
+    split: str
+    content_digest: str
+
+
+class ReleaseManifest(ReleaseSummary):
+    """A release's manifest: every item as `(item_id, split, content_digest)`, by item id. Sealed
+    items appear only so: the digests commit to their content without showing it."""
+
+    items: list[ManifestEntry]
+
+
+class ReleasedItem(BaseModel):
+    """One item's content as released."""
+
+    item_id: int
+    split: str
+    content_digest: str
+    content: dict[str, Any]
+
+
+class ReleaseItems(BaseModel):
+    """`GET .../items`: the items of one split as released, newest incident first."""
+
+    eval: str
+    release: int
+    split: str
+    canary: str
+    items: list[ReleasedItem]
+
+
+class RefreshResult(BaseModel):
+    """The release for the period asked for; `created` is false when it already existed."""
+
+    created: bool
+    release: ReleaseSummary
+
+
+class VerifyReport(BaseModel):
+    """`goldenset verify`: stored digests and roots against those recomputed from frozen content."""
+
+    eval: str
+    release: int
+    items: int
+    mismatches: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches

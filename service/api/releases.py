@@ -1,0 +1,151 @@
+"""Serving releases to eval pipelines: lists, manifests, released items and JSONL exports.
+
+Numbered releases never change, so their answers carry a strong ETag and `Cache-Control:
+public, max-age=31536000, immutable`; `latest` is revalidated (`no-cache`). Sealed content goes
+only to tokens with the `sealed` scope, is never cached (`no-store`), and each response counts
+against the eval's per-release sealed-read budget (403 naming the budget once it is spent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from schemas.evals import Eval, Split
+from schemas.release import Release, ReleaseItem, ReleaseItems, ReleaseManifest, ReleaseSummary
+from schemas.token import Scope
+from service.api.deps import SessionDep
+from service.auth import Principal, ReadPrincipal, authenticate
+from service.db import write_session
+from service.evals import require_eval
+from service.problems import ProblemError, problem_doc
+from service.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_lines, list_releases, manifest, released_items, resolve_release
+
+router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
+IMMUTABLE = "public, max-age=31536000, immutable"
+REVALIDATE = "no-cache"
+NO_STORE = "no-store"
+JSONL = "application/x-ndjson"
+SplitQuery = Annotated[Split, Query(description="`dev` (read scope) or `sealed` (sealed scope; counted against the budget).")]
+AfterQuery = Annotated[datetime | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
+
+
+def _etag(*parts: object) -> str:
+    return '"' + hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:40] + '"'
+
+
+def _cache_headers(ref: str, etag: str) -> dict[str, str]:
+    return {"ETag": etag, "Cache-Control": REVALIDATE if ref == LATEST else IMMUTABLE}
+
+
+def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
+    wanted = request.headers.get("if-none-match", "")
+    if wanted and (wanted.strip() == "*" or headers["ETag"] in [tag.strip() for tag in wanted.split(",")]):
+        return Response(status_code=304, headers=headers)
+    return None
+
+
+def _authorize_split(request: Request, split: Split) -> Principal:
+    """Authenticate and check the scope the split needs: `read` for dev, `sealed` for sealed."""
+    principal = authenticate(request)
+    needed = Scope.SEALED if split is Split.SEALED else Scope.READ
+    if needed.value not in principal.scopes:
+        raise ProblemError(403, "Forbidden", f"the {split.value} split needs the '{needed.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
+    return principal
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ProblemError(422, "Invalid request", "occurred_after needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    return value
+
+
+def _consume(engine: Engine, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
+    with write_session(engine) as session:
+        try:
+            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=principal.actor, item_count=count)
+        except SealedBudgetExceeded as exc:
+            raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
+
+
+def _split_count(session: Session, release: Release, split: Split, occurred_after: datetime | None) -> int:
+    query = select(func.count()).select_from(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
+    if occurred_after is not None:
+        query = query.where(ReleaseItem.occurred_at >= occurred_after)
+    return int(session.exec(query).one())
+
+
+@router.get("", response_model=list[ReleaseSummary], responses=problem_doc(401, 403, 404))
+def releases(name: str, _: ReadPrincipal, session: SessionDep) -> list[ReleaseSummary]:
+    """The eval's releases, oldest first, each with its period, roots, counts and diff."""
+    return list_releases(session=session, evaluation=require_eval(session=session, name=name))
+
+
+@router.get("/{ref}", response_model=ReleaseManifest, responses=problem_doc(401, 403, 404, 422))
+def release_manifest(name: str, ref: str, request: Request, _: ReadPrincipal, session: SessionDep) -> Response:
+    """A release (`ref`: its number, or `latest`): period, canary, Merkle roots, diff, and every
+    item as (item_id, split, content_digest). Sealed items show only their digest."""
+    evaluation = require_eval(session=session, name=name)
+    release = resolve_release(session=session, evaluation=evaluation, ref=ref)
+    headers = _cache_headers(ref, _etag("manifest", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root))
+    if (cached := _not_modified(request, headers)) is not None:
+        return cached
+    body = manifest(session=session, evaluation=evaluation, release=release).model_dump_json()
+    return Response(content=body, media_type="application/json", headers=headers)
+
+
+@router.get("/{ref}/items", response_model=ReleaseItems, responses=problem_doc(401, 403, 404, 422))
+def release_items(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
+    """The items of one split as released (frozen content), newest incident first. `sealed`
+    needs the sealed scope and counts as one read against the eval's per-release budget."""
+    principal = _authorize_split(request, split)
+    after = _aware(occurred_after)
+    evaluation = require_eval(session=session, name=name)
+    release = resolve_release(session=session, evaluation=evaluation, ref=ref)
+    if split is Split.SEALED:
+        _consume(request.app.state.engine, evaluation, release, principal, _split_count(session, release, split, after))
+        headers = {"Cache-Control": NO_STORE}
+    else:
+        headers = _cache_headers(ref, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, after.isoformat() if after else ""))
+        if (cached := _not_modified(request, headers)) is not None:
+            return cached
+    items = released_items(session=session, release=release, split=split, occurred_after=after)
+    body = ReleaseItems(eval=evaluation.name, release=release.number, split=split.value, canary=release.canary, items=items).model_dump_json()
+    return Response(content=body, media_type="application/json", headers=headers)
+
+
+def _stream(engine: Engine, eval_name: str, release_id: int, split: Split, after: datetime | None) -> Iterator[str]:
+    with Session(engine) as session:
+        evaluation = require_eval(session=session, name=eval_name)
+        release = session.get(Release, release_id)
+        assert release is not None
+        yield from export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=after)
+
+
+@router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "A header line, then one item a line."}})
+def export(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
+    """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
+    Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
+    principal = _authorize_split(request, split)
+    after = _aware(occurred_after)
+    evaluation = require_eval(session=session, name=name)
+    release = resolve_release(session=session, evaluation=evaluation, ref=ref)
+    assert release.id is not None
+    filename = f"{evaluation.name}-{release.number}-{split.value}.jsonl"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    if split is Split.SEALED:
+        _consume(request.app.state.engine, evaluation, release, principal, _split_count(session, release, split, after))
+        headers["Cache-Control"] = NO_STORE
+    else:
+        headers |= _cache_headers(ref, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, after.isoformat() if after else ""))
+        if (cached := _not_modified(request, headers)) is not None:
+            return cached
+    return StreamingResponse(_stream(request.app.state.engine, evaluation.name, release.id, split, after), media_type=JSONL, headers=headers)
