@@ -22,7 +22,7 @@ class EvidenceWarning(BaseModel):
     """Something that weakens the evidence, with a stable `code` and a message a person can act on.
 
     Codes: `small_half`, `underpowered`, `difficulty_drift`, `human_success_partial`,
-    `small_control_band`, `small_pre_cutoff_band`, `probe_failures`, `items_not_cut`.
+    `small_control_band`, `small_pre_cutoff_band`, `probe_failures`, `items_not_cut`, `length_drift`.
     """
 
     code: str
@@ -244,7 +244,7 @@ class SimilarityMetric(StrEnum):
 
 
 class ProbeItemResult(BaseModel):
-    """One probed item. `similarity` per metric; `control_tail` per metric is the share of the
+    """One probed item. `remainder_chars` is the length of what it had to reproduce; `similarity` per metric; `control_tail` per metric is the share of the
     control band scoring at least as high (for a pre-cutoff item, (k + 1) / (n + 1): a per-item
     p-value against the control band; for a control item, computed without itself);
     `above_control_p95` per metric whether it lies above the control's 95th percentile. Reports carry
@@ -253,6 +253,7 @@ class ProbeItemResult(BaseModel):
     item_id: str
     occurred_at: AwareDatetime
     band: ProbeBand
+    remainder_chars: int
     similarity: dict[SimilarityMetric, float]
     control_tail: dict[SimilarityMetric, float]
     above_control_p95: dict[SimilarityMetric, bool]
@@ -263,8 +264,10 @@ class MetricComparison(BaseModel):
 
     `median_gap` = median(pre) − median(control); `share_above_control_p95` is the share of
     pre-cutoff items above the control's 95th percentile (about 0.05 by chance); `p_value` is the
-    one-sided Mann–Whitney U p-value for "pre-cutoff items are not more similar". `flagged` where
-    `p_value < alpha` and the gap is positive.
+    one-sided Mann–Whitney U p-value for "pre-cutoff items are not more similar";
+    `length_matched_p_value` the same test within strata of similar remainder length (similarity
+    moves with length, and older items are often shorter or longer). `flagged` where
+    `length_matched_p_value < alpha`.
     """
 
     metric: SimilarityMetric
@@ -275,6 +278,7 @@ class MetricComparison(BaseModel):
     share_above_control_p95: float
     mann_whitney_u: float
     p_value: float
+    length_matched_p_value: float
     flagged: bool
 
 
@@ -294,6 +298,8 @@ class ProbeReport(BaseModel):
     n_control: int
     n_failed: int
     n_not_cut: int
+    pre_remainder_median_chars: float
+    control_remainder_median_chars: float
     primary_metric: SimilarityMetric
     metrics: list[MetricComparison]
     items: list[ProbeItemResult]

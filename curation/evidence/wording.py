@@ -30,6 +30,6 @@ def points(value: float) -> str:
 
 def p_text(p_value: float) -> str:
     """A p-value as a person reads it."""
-    if p_value <= 0.001:
-        return "p ≤ 0.001"
+    if p_value < 0.001:
+        return "p < 0.001"
     return f"p = {p_value:.3f}"

@@ -48,9 +48,7 @@ def graded_scores(rng: np.random.Generator, mean: float, size: int | tuple[int, 
     return rng.beta(mean * concentration, (1.0 - mean) * concentration, size=size)
 
 
-def synthetic_results(
-    records: list[KevRecord], *, cutoff: date, rng: np.random.Generator, base_mean: float = 0.55, inflation: float = 0.0
-) -> list[ItemResult]:
+def synthetic_results(records: list[KevRecord], *, cutoff: date, rng: np.random.Generator, base_mean: float = 0.55, inflation: float = 0.0) -> list[ItemResult]:
     """One result per record; items dated before `cutoff` have their mean score raised by `inflation`."""
     instant = datetime(cutoff.year, cutoff.month, cutoff.day, tzinfo=UTC)
     results = []

@@ -1,0 +1,174 @@
+"""Charts of the evidence reports, drawn from the report models alone (so the service can redraw a
+stored report): the temporal split as a monthly series around the cutoff, and a completion probe
+as the similarity of pre-cutoff items against the control band.
+
+Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global figure state: safe in
+a server's threads). Returns SVG or PNG bytes; the same report gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from curation.evidence.wording import p_text, points
+from schemas.evidence import MonthHalf, ProbeReport, SimilarityMetric, TemporalSplitReport
+
+ImageFormat = Literal["svg", "png"]
+
+BEFORE_COLOUR = "#1f77b4"
+AFTER_COLOUR = "#e07b00"
+STRADDLE_COLOUR = "#8c8c8c"
+FLAG_COLOUR = "#b2182b"
+HALF_COLOURS: dict[MonthHalf, str] = {"before_cutoff": BEFORE_COLOUR, "after_cutoff": AFTER_COLOUR, "straddles_cutoff": STRADDLE_COLOUR}
+FOOTNOTE = "Evidence about one score for one model, not an accusation. On a positive result, decide on items dated after the cutoff."
+_STYLE: dict[Any, Any] = {
+    "date.epoch": "1970-01-01T00:00:00",
+    "svg.hashsalt": "goldenset-evidence",
+    "svg.fonttype": "path",
+    "font.size": 9.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def _render(figure: Figure, image_format: ImageFormat, dpi: int) -> bytes:
+    if image_format not in ("svg", "png"):
+        raise ValueError(f"image_format must be 'svg' or 'png' (got {image_format!r})")
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    metadata: dict[str, str | None] = {"Date": None} if image_format == "svg" else {"Software": None}
+    figure.savefig(buffer, format=image_format, dpi=dpi, metadata=metadata)
+    return buffer.getvalue()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _num(moment: datetime) -> float:
+    """A date as matplotlib's day number since its epoch, pinned to 1970-01-01 in `_STYLE` (the typed
+    API takes numbers, not datetimes)."""
+    return (moment - _EPOCH).total_seconds() / 86400.0
+
+
+def _month_middle(month: str) -> float:
+    year, number = (int(part) for part in month.split("-"))
+    return _num(datetime(year, number, 15, tzinfo=UTC))
+
+
+def _at(day: date) -> float:
+    return _num(datetime.combine(day, time(0, 0), tzinfo=UTC))
+
+
+def _date_axis(axes: Axes) -> None:
+    axes.xaxis_date(UTC)
+
+
+def _titles(figure: Figure, headline: str, detail: str, flagged: bool) -> None:
+    figure.suptitle(f"{headline}\n{detail}", fontsize=10, color=FLAG_COLOUR if flagged else "black", x=0.01, ha="left")
+    figure.supxlabel(FOOTNOTE, fontsize=7.5, color="#555555", x=0.01, ha="left")
+
+
+def temporal_split_chart(report: TemporalSplitReport, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
+    """The monthly mean score (dot size by item count) with the cutoff, each half's mean across its
+    dates, the human success rate where known, and items per month below."""
+    with matplotlib.rc_context(_STYLE):
+        figure = Figure(figsize=(9.0, 5.6), layout="constrained")
+        score_axes, count_axes = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+        assert isinstance(score_axes, Axes) and isinstance(count_axes, Axes)
+        months = [_month_middle(point.month) for point in report.monthly]
+        counts = np.array([point.n for point in report.monthly], dtype=np.float64)
+        colours = [HALF_COLOURS[point.half] for point in report.monthly]
+        score_axes.plot(months, [point.mean_score for point in report.monthly], color="#bbbbbb", linewidth=0.8, zorder=1)
+        sizes = 12.0 + 140.0 * np.sqrt(counts / max(1.0, float(counts.max())))
+        score_axes.scatter(months, [point.mean_score for point in report.monthly], s=sizes, c=colours, alpha=0.85, edgecolors="white", linewidths=0.5, zorder=2)
+        human = [(month, point.human_success_rate) for month, point in zip(months, report.monthly, strict=True) if point.human_success_rate is not None]
+        if human:
+            score_axes.plot([m for m, _ in human], [rate for _, rate in human], linestyle=":", color="#555555", linewidth=1.0, label="people's success rate")
+        for half, colour in ((report.before, BEFORE_COLOUR), (report.after, AFTER_COLOUR)):
+            start, end = _num(half.first_occurred_at), _num(max(half.last_occurred_at, half.first_occurred_at + timedelta(days=1)))
+            label = f"{'before' if half.label == 'before_cutoff' else 'after'} cutoff: mean {half.mean_score:.3f} (n = {half.n})"
+            score_axes.hlines(half.mean_score, start, end, colors=colour, linewidth=2.2, label=label, zorder=3)
+        cutoff = _at(report.cutoff)
+        for axes in (score_axes, count_axes):
+            axes.axvline(cutoff, color="black", linestyle="--", linewidth=1.0)
+        score_axes.annotate(
+            f"training cutoff {report.cutoff.isoformat()}",
+            xy=(cutoff, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -12),
+            textcoords="offset points",
+            fontsize=8,
+        )
+        score_axes.set_ylim(-0.02, 1.02)
+        score_axes.set_ylabel(f"mean {report.score_name} per month")
+        score_axes.legend(loc="lower left", fontsize=8, frameon=False)
+        verdict = "older items score higher than chance explains" if report.flagged else "no gap beyond chance"
+        _titles(
+            figure,
+            f"{report.model} on {report.corpus}, {report.score_name} before and after the training cutoff: {verdict}",
+            f"difference {points(report.difference)} (95% interval {report.interval.low * 100:+.1f} to {report.interval.high * 100:+.1f}), permutation {p_text(report.p_value)}",
+            report.flagged,
+        )
+        count_axes.bar(months, counts, width=20.0, color=colours, alpha=0.85)
+        count_axes.set_ylabel("items")
+        _date_axis(count_axes)
+        return _render(figure, image_format, dpi)
+
+
+def probe_chart(report: ProbeReport, *, metric: SimilarityMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
+    """Left: the similarity distributions of pre-cutoff items and the control band, with the
+    control's 95th percentile and both medians. Right: each item's similarity by date, with the
+    cutoff and the same threshold, so the items that stand out can be found."""
+    metric = metric or report.primary_metric
+    comparison = report.comparison(metric)
+    pre = np.array([item.similarity[metric] for item in report.items if item.band == "pre_cutoff"], dtype=np.float64)
+    control = np.array([item.similarity[metric] for item in report.items if item.band == "control"], dtype=np.float64)
+    with matplotlib.rc_context(_STYLE):
+        figure = Figure(figsize=(10.0, 4.6), layout="constrained")
+        hist_axes, time_axes = figure.subplots(1, 2, width_ratios=[1, 1.3])
+        assert isinstance(hist_axes, Axes) and isinstance(time_axes, Axes)
+        bins = np.linspace(0.0, 1.0, 26)
+        hist_axes.hist(control, bins=bins.tolist(), density=True, histtype="stepfilled", alpha=0.45, color=AFTER_COLOUR, label=f"control: after cutoff (n = {control.size})")
+        hist_axes.hist(pre, bins=bins.tolist(), density=True, histtype="step", linewidth=1.8, color=BEFORE_COLOUR, label=f"before cutoff (n = {pre.size})")
+        hist_axes.axvline(comparison.control_p95, color="black", linestyle="--", linewidth=1.0, label=f"control 95th percentile ({comparison.control_p95:.2f})")
+        hist_axes.axvline(comparison.pre_median, color=BEFORE_COLOUR, linewidth=1.0, linestyle=":", label=f"medians: {comparison.pre_median:.2f} before")
+        hist_axes.axvline(comparison.control_median, color=AFTER_COLOUR, linewidth=1.0, linestyle=":", label=f"{comparison.control_median:.2f} control")
+        hist_axes.set_xlim(0.0, 1.0)
+        hist_axes.set_xlabel(f"similarity to the true remainder ({metric.value})")
+        hist_axes.set_ylabel("density")
+        hist_axes.legend(fontsize=7.5, frameon=False, loc="upper center")
+
+        for band, colour in (("pre_cutoff", BEFORE_COLOUR), ("control", AFTER_COLOUR)):
+            members = [item for item in report.items if item.band == band]
+            time_axes.scatter([_num(item.occurred_at) for item in members], [item.similarity[metric] for item in members], s=10, color=colour, alpha=0.6, edgecolors="none")
+        time_axes.axhline(comparison.control_p95, color="black", linestyle="--", linewidth=1.0)
+        time_axes.axvline(_at(report.cutoff), color="black", linestyle="--", linewidth=1.0)
+        time_axes.annotate(
+            f"training cutoff {report.cutoff.isoformat()}",
+            xy=(_at(report.cutoff), 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -12),
+            textcoords="offset points",
+            fontsize=8,
+        )
+        time_axes.set_ylim(-0.02, 1.02)
+        time_axes.set_ylabel("similarity per item")
+        time_axes.set_xlabel("item date")
+        _date_axis(time_axes)
+        verdict = "older items reproduced more closely than chance explains" if comparison.flagged else "no gap beyond chance"
+        _titles(
+            figure,
+            f"{report.model} on {report.dataset} ({report.split}), completion similarity ({metric.value}): {verdict}",
+            f"median gap {comparison.median_gap:+.2f}; {comparison.share_above_control_p95:.0%} of pre-cutoff items above the control's 95th percentile "
+            f"(about 5% by chance)\nMann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
+            comparison.flagged,
+        )
+        return _render(figure, image_format, dpi)
