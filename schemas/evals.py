@@ -55,7 +55,8 @@ class EvalSettings(SQLModel):
     sources: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
     target_size: int = Field(default=200, gt=0, le=1_000_000)
     schedule: str = Field(default=DEFAULT_SCHEDULE, max_length=120, description="Refresh schedule, a crontab expression in UTC.")
-    max_age_days: int | None = Field(default=365, gt=0, description="Items older than this (at a refresh) retire; unset: no limit.")
+    # No default here: SQLAlchemy would write a column default in place of an explicit None (no limit).
+    max_age_days: int | None = Field(default=None, gt=0, description="Items older than this (at a refresh) retire; unset: no limit.")
     earliest_occurred_at: datetime | None = Field(default=None, sa_type=UTCDateTime, description="Only incidents at or after this date.")
     source_quotas: dict[str, int] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
     sealed_fraction: float = Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)

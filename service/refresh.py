@@ -165,7 +165,10 @@ def _write_release(session: Session, evaluation: Eval, period: Period, *, number
     plan = plan_rotation(policy, [_candidate(*rows[item_id]) for item_id in sorted(rows)], [_candidate(*fresh_rows[item_id]) for item_id in sorted(fresh_rows)])
     rows.update(fresh_rows)
 
-    key = seal_key(evaluation, secret_key=secret_key)
+    try:
+        key = seal_key(evaluation, secret_key=secret_key)
+    except ValueError as exc:
+        raise RefreshError(f"the seal key of eval {evaluation.name!r} cannot be read: {exc}") from exc
     splits = {item_id: memberships[item_id].split for item_id in plan.members if item_id in memberships}
     splits.update({item_id: (Split.SEALED if is_sealed(key, item_id, evaluation.sealed_fraction) else Split.DEV).value for item_id in plan.added})
     frozen: list[ReleaseItem] = []
