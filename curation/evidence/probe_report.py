@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.probing import ProbePlan, similarity
@@ -28,7 +28,7 @@ CONTROL_QUANTILE = 0.95
 MIN_BAND = 20
 """Below this many items in a band, the control's 95th percentile is its maximum or beyond and the
 U test has little power: the report warns."""
-LENGTH_STRATA = 5
+LENGTH_STRATA = 10
 """Strata of remainder length for the length-matched test (quantiles of all probed remainders)."""
 
 
@@ -48,7 +48,7 @@ class BandComparison:
     p_value: FloatArray
 
 
-def compare_bands(pre: FloatArray, control: FloatArray) -> BandComparison:
+def compare_bands(pre: ArrayLike, control: ArrayLike) -> BandComparison:
     """Compare along the last axis: `pre` (..., n1) against `control` (..., n2), same leading shape
     (each leading index one data set; the simulations in the tests pass thousands at once)."""
     pre = np.asarray(pre, dtype=np.float64)
@@ -71,7 +71,7 @@ def compare_bands(pre: FloatArray, control: FloatArray) -> BandComparison:
     )
 
 
-def control_tail(values: FloatArray, control: FloatArray, *, in_control: bool) -> FloatArray:
+def control_tail(values: ArrayLike, control: ArrayLike, *, in_control: bool) -> FloatArray:
     """Per value, the share of the control band scoring at least as high: (k + 1) / (n + 1) for an
     outside value (a conformal p-value), k / n for a control member (itself left out: k counts it)."""
     ordered = np.sort(np.asarray(control, dtype=np.float64))
@@ -90,22 +90,31 @@ def length_matched_mann_whitney(pre: FloatArray, control: FloatArray, *, pre_len
     tie-corrected variance (normal approximation with continuity correction). Strata missing one
     of the bands contribute nothing; with no usable stratum, or all values tied, the p-value is 1.
     """
-    edges = np.quantile(np.concatenate([pre_lengths, control_lengths]).astype(np.float64), np.linspace(0.0, 1.0, strata + 1)[1:-1])
-    pre_stratum = np.searchsorted(edges, pre_lengths, side="right")
-    control_stratum = np.searchsorted(edges, control_lengths, side="right")
-    u_total = mean_total = variance_total = 0.0
-    for stratum in range(strata):
-        a, b = pre[pre_stratum == stratum], control[control_stratum == stratum]
-        if a.size == 0 or b.size == 0:
-            continue
-        pooled = np.concatenate([a, b])
-        n1, n2, n = a.size, b.size, a.size + b.size
-        ranks = stats.rankdata(pooled)
-        u_total += float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
-        mean_total += n1 * n2 / 2.0
-        _, counts = np.unique(pooled, return_counts=True)
-        ties = float(np.sum(counts.astype(np.float64) ** 3 - counts))
-        variance_total += n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    pre, control = np.asarray(pre, dtype=np.float64), np.asarray(control, dtype=np.float64)
+    lengths = np.concatenate([pre_lengths, control_lengths]).astype(np.float64)
+    edges = np.quantile(lengths, np.linspace(0.0, 1.0, strata + 1)[1:-1])
+    stratum = np.searchsorted(edges, lengths, side="right")
+    values = np.concatenate([pre, control])
+    is_pre = np.arange(values.size) < pre.size
+    # Rank within each stratum in one pass: sort by (stratum, value), average the ranks of tied runs.
+    order = np.lexsort((values, stratum))
+    sorted_stratum, sorted_values = stratum[order], values[order]
+    new_run = np.r_[True, (sorted_stratum[1:] != sorted_stratum[:-1]) | (sorted_values[1:] != sorted_values[:-1])]
+    run_id = np.cumsum(new_run) - 1
+    run_start = np.flatnonzero(new_run)
+    run_size = np.diff(np.r_[run_start, values.size])
+    stratum_start = np.searchsorted(sorted_stratum, sorted_stratum, side="left")
+    ranks = np.empty(values.size)
+    ranks[order] = (run_start[run_id] + (run_size[run_id] - 1) / 2.0) - stratum_start + 1.0
+    n1 = np.bincount(stratum[is_pre], minlength=strata).astype(np.float64)
+    n2 = np.bincount(stratum[~is_pre], minlength=strata).astype(np.float64)
+    rank_sum = np.bincount(stratum[is_pre], weights=ranks[is_pre], minlength=strata)
+    ties = np.bincount(sorted_stratum[run_start], weights=run_size.astype(np.float64) ** 3 - run_size, minlength=strata)
+    usable = (n1 > 0) & (n2 > 0)
+    n = n1 + n2
+    u_total = float(np.sum((rank_sum - n1 * (n1 + 1) / 2.0)[usable]))
+    mean_total = float(np.sum((n1 * n2 / 2.0)[usable]))
+    variance_total = float(np.sum((n1 * n2 / 12.0 * ((n + 1) - ties / np.maximum(n * (n - 1), 1.0)))[usable]))
     if variance_total <= 0.0:
         return 1.0
     z = (u_total - mean_total - 0.5) / np.sqrt(variance_total)

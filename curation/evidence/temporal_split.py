@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.wording import evidence_statement, p_text, points
@@ -67,8 +67,8 @@ def _bootstrap_means(values: FloatArray, resamples: int, rng: np.random.Generato
 
 
 def difference_test(
-    before: FloatArray,
-    after: FloatArray,
+    before: ArrayLike,
+    after: ArrayLike,
     *,
     rng: np.random.Generator,
     level: float = 0.95,
