@@ -32,7 +32,7 @@ FOOTNOTE = "Evidence about one score for one model, not an accusation. On a posi
 _STYLE: dict[Any, Any] = {
     "date.epoch": "1970-01-01T00:00:00",
     "svg.hashsalt": "goldenset-evidence",
-    "svg.fonttype": "path",
+    "svg.fonttype": "none",
     "font.size": 9.0,
     "axes.spines.top": False,
     "axes.spines.right": False,

@@ -120,7 +120,7 @@ def _failure(exc: Exception, attempts: int) -> str:
     return str(exc)
 
 
-BACKOFF = wait_exponential_jitter(initial=0.5, max=20.0, jitter=0.5)
+BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0, jitter=0.5)
 
 
 def complete_sync(
