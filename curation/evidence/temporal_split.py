@@ -247,10 +247,16 @@ def temporal_split_report(
     and the interval excluding zero. Warnings: a half under `min_items_per_half` items
     (`small_half`); counts and spread that could not detect `target_difference` with 80% power
     (`underpowered`); human success drifting between halves (`difficulty_drift`) or known for too
-    few items (`human_success_partial`). Raises `NotEnoughItems` when a half has fewer than 2 items.
+    few items (`human_success_partial`). Raises `NotEnoughItems` when a half has fewer than 2 items
+    and `ValueError` when an item has more than one result.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie strictly between 0 and 1 (got {alpha})")
+    seen: set[str] = set()
+    for result in results:
+        if result.item_id in seen:
+            raise ValueError(f"item {result.item_id} has two results; give one result per item (average repeated runs first)")
+        seen.add(result.item_id)
     instant = _cutoff_instant(cutoff)
     before_results = [result for result in results if result.occurred_at < instant]
     after_results = [result for result in results if result.occurred_at >= instant]

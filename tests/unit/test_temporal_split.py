@@ -114,9 +114,7 @@ def test_the_same_seed_gives_the_same_report(kev: list[KevRecord]) -> None:
 
 def test_small_halves_are_warned_about_with_the_size_and_why() -> None:
     rng = np.random.default_rng(0)
-    results = _results(list(graded_scores(rng, 0.5, 12)), datetime(2023, 11, 1, tzinfo=UTC)) + _results(
-        list(graded_scores(rng, 0.5, 100)), datetime(2024, 1, 1, tzinfo=UTC)
-    )
+    results = _results(list(graded_scores(rng, 0.5, 12)), datetime(2023, 11, 1, tzinfo=UTC)) + _results(list(graded_scores(rng, 0.5, 100)), datetime(2024, 1, 1, tzinfo=UTC))
     report = temporal_split_report(results, cutoff=CUTOFF, model="m", corpus="c", rng=rng)
     small = [warning for warning in report.warnings if warning.code == "small_half"]
     assert len(small) == 1
@@ -127,6 +125,12 @@ def test_a_half_with_fewer_than_two_items_is_refused_with_a_reason() -> None:
     results = _results([0.5, 0.6, 0.7], datetime(2024, 2, 1, tzinfo=UTC)) + _results([0.4], datetime(2023, 2, 1, tzinfo=UTC))
     with pytest.raises(NotEnoughItems, match="1 items before and 3 after"):
         temporal_split_report(results, cutoff=CUTOFF, model="m", corpus="c", rng=np.random.default_rng(0))
+
+
+def test_an_item_with_two_results_is_refused() -> None:
+    results = _results([0.5, 0.6, 0.7], datetime(2024, 2, 1, tzinfo=UTC)) + _results([0.4, 0.3, 0.2], datetime(2023, 2, 1, tzinfo=UTC))
+    with pytest.raises(ValueError, match="has two results"):
+        temporal_split_report([*results, results[0]], cutoff=CUTOFF, model="m", corpus="c", rng=np.random.default_rng(0))
 
 
 def test_difficulty_drift_in_human_success_is_warned_about() -> None:
