@@ -10,14 +10,21 @@ compared: the index refuses to mix them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from datasketch import LeanMinHash, MinHash
+from numpy.typing import NDArray
 
 from ingest.normalisation import NORMALISATION_VERSION, normalise_text
 
 BYTE_ORDER = "<"
+# datasketch's serialised layout of an affine-scheme LeanMinHash: seed (int64), the negated number
+# of hash values (int32), a scheme code (uint8), then the values (uint32 or uint64).
+_HEADER = 13
+_SCHEME_CODES = {"affine32": (1, "<u4"), "affine64": (2, "<u8")}
 _WORD = re.compile(r"[^\s]+")
 
 
@@ -71,3 +78,36 @@ def from_bytes(data: bytes, recipe: MinHashRecipe) -> LeanMinHash:
     if (sketch.seed, len(sketch), sketch.scheme) != (recipe.seed, recipe.num_perm, recipe.scheme):
         raise ValueError(f"stored sketch (seed {sketch.seed}, {len(sketch)} permutations, {sketch.scheme}) does not match recipe {recipe.key}")
     return sketch
+
+
+def sketch_from_values(hashvalues: NDArray[np.unsignedinteger[Any]], recipe: MinHashRecipe) -> LeanMinHash:
+    """A LeanMinHash of `recipe` holding the given hash values."""
+    return LeanMinHash(seed=recipe.seed, hashvalues=hashvalues, scheme=recipe.scheme)
+
+
+def values_dtype(recipe: MinHashRecipe) -> np.dtype[np.unsignedinteger[Any]]:
+    """The dtype datasketch holds a sketch's hash values in (uint32 for affine32, uint64 for affine64)."""
+    return np.dtype(_SCHEME_CODES[recipe.scheme][1]).newbyteorder("=")
+
+
+def values_from_bytes(blobs: Sequence[bytes], recipe: MinHashRecipe) -> NDArray[np.unsignedinteger[Any]]:
+    """The hash values of many stored sketches at once, one row each, in `values_dtype(recipe)`
+    (what `from_bytes` reads one at a time, without building an object per sketch). Raises
+    ValueError, naming the first bad row, when a sketch's seed, size or scheme differ from `recipe`."""
+    code, value_type = _SCHEME_CODES[recipe.scheme]
+    width = _HEADER + recipe.num_perm * np.dtype(value_type).itemsize
+    if not blobs:
+        return np.zeros((0, recipe.num_perm), dtype=values_dtype(recipe))
+    for position, blob in enumerate(blobs):
+        if len(blob) != width:
+            from_bytes(blob, recipe)  # raises with the stored sketch's recipe
+            raise ValueError(f"stored sketch {position} has {len(blob)} bytes, expected {width} for recipe {recipe.key}")
+    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), width)
+    seeds = raw[:, :8].copy().view("<i8")[:, 0]
+    sizes = raw[:, 8:12].copy().view("<i4")[:, 0]
+    good = (seeds == recipe.seed) & (sizes == -recipe.num_perm) & (raw[:, 12] == code)
+    if not good.all():
+        bad = int(np.argmin(good))
+        from_bytes(blobs[bad], recipe)
+        raise ValueError(f"stored sketch {bad} does not match recipe {recipe.key}")
+    return raw[:, _HEADER:].copy().view(value_type).astype(values_dtype(recipe))
