@@ -34,6 +34,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 NO_STORE = "no-store"
 JSONL = "application/x-ndjson"
+STREAM_CHUNK = 64 * 1024
 SplitQuery = Annotated[Split, Query(description="`dev` (read scope) or `sealed` (sealed scope; counted against the budget).")]
 AfterQuery = Annotated[datetime | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
 
@@ -127,7 +128,17 @@ def _stream(engine: Engine, eval_name: str, release_id: int, split: Split, after
         evaluation = require_eval(session=session, name=eval_name)
         release = session.get(Release, release_id)
         assert release is not None
-        yield from export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=after)
+        # Lines go out in chunks: one thread hop per line would make the stream slow.
+        chunk: list[str] = []
+        size = 0
+        for line in export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=after):
+            chunk.append(line)
+            size += len(line)
+            if size >= STREAM_CHUNK:
+                yield "".join(chunk)
+                chunk, size = [], 0
+        if chunk:
+            yield "".join(chunk)
 
 
 @router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "A header line, then one item a line."}})
