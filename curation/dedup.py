@@ -15,6 +15,7 @@ This module is the single writer of dedup state: run one `Deduplicator` per data
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from curation.embeddings import EmbeddingCache, Encoder, Vectors, body_text, tit
 from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.index import IndexedItem, Neighbour, SimilarityIndex
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text
-from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint
+from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -92,6 +93,14 @@ class _Candidate:
     title_key: str | None = None
 
 
+@dataclass
+class _Prepared:
+    """A batch ready to decide: candidates with sketches and vectors, and vectors not yet stored."""
+
+    candidates: list[_Candidate]
+    embeddings: list[Embedding]
+
+
 class Deduplicator:
     """Decides candidates against an index of everything decided before."""
 
@@ -101,9 +110,11 @@ class Deduplicator:
         self.recipe = recipe or MinHashRecipe()
         self.embeddings = EmbeddingCache(encoder)
         self.index: SimilarityIndex | None = None
+        self.holds_stale_entries = False
 
     def load(self, session: Session) -> SimilarityIndex:
         """(Re)build the index from the database."""
+        self.holds_stale_entries = False
         self.index = SimilarityIndex.load(session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold())
         return self.index
 
@@ -114,17 +125,35 @@ class Deduplicator:
     def curate(self, session: Session, *, limit: int | None = None, on_batch: Callable[[CurationSummary], None] | None = None) -> CurationSummary:
         """Decide every pending candidate (or `limit` of them), oldest incident first, in batches,
         committing each batch. Reference-corpus items without fingerprints are indexed too."""
+        return self.curate_in_steps(lambda: nullcontext(session), lambda: nullcontext(session), limit=limit, on_batch=on_batch)
+
+    def curate_in_steps(
+        self,
+        read: Callable[[], AbstractContextManager[Session]],
+        write: Callable[[], AbstractContextManager[Session]],
+        *,
+        limit: int | None = None,
+        on_batch: Callable[[CurationSummary], None] | None = None,
+    ) -> CurationSummary:
+        """`curate`, with each batch's slow part (sketches and embeddings) done in a `read()`
+        session and only the decisions written in a `write()` session, committed per batch. On
+        SQLite the write session holds the database's write lock, which ingest waits for: it is
+        never held while the model encodes. An item changed between the two steps is left pending
+        for the next batch."""
         if self.index is None:
-            self.load(session)
+            with read() as reader:
+                self.load(reader)
         summary = CurationSummary()
         encoded_before = self.embeddings.encoded
         while limit is None or summary.decided + summary.references < limit:
             size = self.config.batch_size if limit is None else min(self.config.batch_size, limit - summary.decided - summary.references)
-            batch = self._pending(session, size)
-            if not batch:
+            with read() as reader:
+                prepared = self._prepare(reader, self._pending(reader, size))
+            if not prepared.candidates:
                 break
-            self._decide_batch(session, batch, summary)
-            session.commit()
+            with write() as writer:
+                self._decide_prepared(writer, prepared, summary)
+                writer.commit()
             summary.encoded = self.embeddings.encoded - encoded_before
             if on_batch is not None:
                 on_batch(summary)
@@ -145,7 +174,8 @@ class Deduplicator:
         )
         return list(session.exec(query))
 
-    def _decide_batch(self, session: Session, batch: list[Item], summary: CurationSummary) -> None:
+    def _prepare(self, session: Session, batch: list[Item]) -> _Prepared:
+        """Sketches and embeddings of a batch (no writes: new vectors are returned, not added)."""
         index = self.index
         assert index is not None
         for item in batch:
@@ -160,14 +190,29 @@ class Deduplicator:
             if candidate.item.content_hash not in seen_hashes or candidate.item.status == ItemStatus.REFERENCE.value:
                 to_embed.append(candidate)
             seen_hashes.add(candidate.item.content_hash)
+        fresh: list[Embedding] = []
         if to_embed:
             texts = [body_text(c.item.title, c.item.input) for c in to_embed] + [title_text(c.item.title, c.item.input) for c in to_embed]
-            keys, vectors = self.embeddings.vectors(session, texts)
+            keys, vectors, fresh = self.embeddings.lookup(session, texts)
             half = len(to_embed)
             for position, candidate in enumerate(to_embed):
                 candidate.body, candidate.title = vectors[position], vectors[half + position]
                 candidate.body_key, candidate.title_key = keys[position], keys[half + position]
         for candidate in candidates:
+            session.expunge(candidate.item)
+        return _Prepared(candidates, fresh)
+
+    def _decide_prepared(self, session: Session, prepared: _Prepared, summary: CurationSummary) -> None:
+        for embedding in prepared.embeddings:
+            session.merge(embedding)
+        ids = [candidate.item.id for candidate in prepared.candidates]
+        current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
+        for candidate in prepared.candidates:
+            item = current.get(candidate.item.id)
+            if item is None or (item.revision, item.status) != (candidate.item.revision, candidate.item.status):
+                continue  # changed or removed meanwhile: decided again from its new state
+            item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
+            candidate.item = item
             self._settle(session, candidate, summary)
 
     def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary) -> None:
@@ -180,7 +225,9 @@ class Deduplicator:
             self._index(candidate, root=item.id, status=item.status)
             summary.references += 1
             return
-        # A changed item re-curated by a long-lived index must not match its own earlier entry.
+        # A changed item re-curated by a long-lived index must not match its own earlier entry,
+        # and that entry (its old text) stays in the index: the index must be rebuilt after this run.
+        self.holds_stale_entries |= item.id in index
         verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, exclude=(item.id,))
         if candidate.body is None and verdict.stage == DedupStage.EXACT.value:
             # An exact duplicate is never embedded: it shares the vectors of the item it copies,

@@ -102,6 +102,13 @@ class EmbeddingCache:
     def vectors(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors]:
         """The keys and vectors of `texts` (rows in order); missing ones are encoded and added to
         the session (the caller commits)."""
+        keys, matrix, fresh = self.lookup(session, texts)
+        session.add_all(fresh)
+        return keys, matrix
+
+    def lookup(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors, list[Embedding]]:
+        """The keys and vectors of `texts` (rows in order), and the rows of those just encoded,
+        which the caller stores (nothing is written here: `session` may be a read-only one)."""
         keys = [text_hash(text) for text in texts]
         wanted = set(keys)
         found: dict[str, Vectors] = {}
@@ -115,11 +122,12 @@ class EmbeddingCache:
         for key, text in zip(keys, texts, strict=True):
             if key not in found and key not in missing:
                 missing[key] = text
+        fresh: list[Embedding] = []
         if missing:
             encoded = self.encoder.encode(list(missing.values()))
             self.encoded += len(missing)
             for key, vector in zip(missing, encoded, strict=True):
                 found[key] = vector
-                session.add(Embedding(text_hash=key, model_id=self.encoder.model_id, dim=self.encoder.dim, vector=vector.astype(np.float32).tobytes()))
+                fresh.append(Embedding(text_hash=key, model_id=self.encoder.model_id, dim=self.encoder.dim, vector=vector.astype(np.float32).tobytes()))
         matrix = np.vstack([found[key] for key in keys]).astype(np.float32) if keys else np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return keys, matrix
+        return keys, matrix, fresh

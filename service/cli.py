@@ -277,6 +277,31 @@ def _run_curation(limit: int | None) -> CurationSummary | None:
     return summary
 
 
+def _run_refingerprint() -> None:
+    """Re-fingerprint with a progress bar and print what was done."""
+    from curation.fingerprints import MinHashRecipe
+    from curation.refingerprint import RefingerprintSummary, stale_count
+    from service.curation import get_encoder, run_refingerprint
+
+    settings = get_settings()
+    engine = _engine()
+    with err.status("loading the embedding model"):
+        encoder = get_encoder(settings)
+    with Session(engine) as session:
+        stale = stale_count(session, recipe=MinHashRecipe(), model_id=encoder.model_id)
+    if stale == 0:
+        err.print("every fingerprint is up to date")
+        return
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task("re-fingerprinting", total=stale)
+
+        def on_batch(state: RefingerprintSummary) -> None:
+            progress.update(task, completed=state.items)
+
+        summary = run_refingerprint(engine, settings, encoder=encoder, on_batch=on_batch)
+    err.print(f"re-fingerprinted {summary.items} items ({summary.encoded} texts encoded)")
+
+
 def _print_curation(summary: CurationSummary) -> None:
     table = Table(title="curation", show_header=False)
     for label, value in (("decided", summary.decided), ("unique", summary.unique), ("duplicate", summary.duplicate), ("contaminated", summary.contaminated)):
@@ -290,16 +315,23 @@ def _print_curation(summary: CurationSummary) -> None:
 
 
 @app.command()
-def curate(limit: Annotated[int | None, typer.Option("--limit", min=1, help="Decide at most N candidates.")] = None) -> None:
+def curate(
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Decide at most N candidates.")] = None,
+    refingerprint: Annotated[
+        bool, typer.Option("--refingerprint", help="First recompute fingerprints made with another recipe or embedding model (after an upgrade or a model change).")
+    ] = False,
+) -> None:
     """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item
     (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
 
     Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
-    2 when the stored fingerprints were made with another recipe or model."""
+    2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint)."""
     from curation.index import MixedRecipeError
     from service.curation import CurationBusy
 
     try:
+        if refingerprint:
+            _run_refingerprint()
         _run_curation(limit=limit)
     except CurationBusy as exc:
         raise _fail(str(exc), EXIT_BUSY) from exc

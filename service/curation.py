@@ -28,8 +28,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.dedup import CurationSummary, DedupConfig, Deduplicator
-from curation.embeddings import Encoder, SentenceTransformerEncoder, Vectors
+from curation.embeddings import EmbeddingCache, Encoder, SentenceTransformerEncoder, Vectors
 from curation.index import SimilarityIndex
+from curation.refingerprint import RefingerprintSummary, refingerprint, stale_count
 from schemas.dedup import DedupDecision, ItemFingerprint
 from schemas.item import Item, ItemStatus
 from service.db import write_session
@@ -189,16 +190,17 @@ def _run_locked(
         if deduplicator.index is None:
             deduplicator.load(reader)
     deduplicator.embeddings.encoded = 0  # `encoded` counts this run only
-    with write_session(engine) as session:
-        try:
-            summary = deduplicator.curate(session, limit=limit, on_batch=on_batch)
-        except BaseException:
-            session.rollback()
-            deduplicator.index = None  # half a batch may be in it: rebuild from the database next time
-            raise
-        summary.encoded = deduplicator.embeddings.encoded
-        runner.deduplicators[key] = (encoder, deduplicator, index_state(session))
-        session.commit()
+    try:
+        # Encoding happens in read sessions; only each batch's decisions hold the write lock.
+        summary = deduplicator.curate_in_steps(lambda: Session(engine), lambda: write_session(engine), limit=limit, on_batch=on_batch)
+    except BaseException:
+        deduplicator.index = None  # half a batch may be in it: rebuild from the database next time
+        raise
+    summary.encoded = deduplicator.embeddings.encoded
+    if deduplicator.holds_stale_entries:
+        deduplicator.index = None  # an item changed by a re-ingest during the run was decided again
+    with Session(engine) as reader:
+        runner.deduplicators[key] = (encoder, deduplicator, index_state(reader))
     if summary.decided or summary.references:
         logger.info(
             "curated %s items: %s unique, %s duplicate, %s contaminated, %s references; %s texts encoded",
@@ -209,6 +211,36 @@ def _run_locked(
             summary.references,
             summary.encoded,
         )
+    return summary
+
+
+def run_refingerprint(
+    engine: Engine,
+    settings: Settings,
+    *,
+    encoder: Encoder | None = None,
+    on_batch: Callable[[RefingerprintSummary], None] | None = None,
+) -> RefingerprintSummary:
+    """Bring every stored fingerprint to the current recipe and embedding model (see
+    `curation.refingerprint`), under the `curation` lock; raises `CurationBusy` like `run_curation`.
+    Indexes kept by this process are dropped, so the next run rebuilds them."""
+    runner = _runner(engine)
+    if not runner.lock.acquire(blocking=False):
+        raise CurationBusy("a curation run is already going in this process")
+    try:
+        with exclusive(engine, LOCK_NAME):
+            encoder = encoder if encoder is not None else get_encoder(settings)
+            recipe = Deduplicator(encoder=encoder, config=settings.dedup_config()).recipe
+            with Session(engine) as reader:
+                if stale_count(reader, recipe=recipe, model_id=encoder.model_id) == 0:
+                    return RefingerprintSummary()
+            runner.deduplicators.clear()
+            summary = refingerprint(lambda: Session(engine), lambda: write_session(engine), recipe=recipe, embeddings=EmbeddingCache(encoder), on_batch=on_batch)
+    except LockBusy as exc:
+        raise CurationBusy("another process is curating this database; re-fingerprint when it is done") from exc
+    finally:
+        runner.lock.release()
+    logger.info("re-fingerprinted %s items; %s texts encoded", summary.items, summary.encoded)
     return summary
 
 

@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 from typer.testing import CliRunner, Result
 
+from schemas.dedup import ItemFingerprint
 from schemas.item import Item
 from service.cli import EXIT_BUSY, app
 from service.locks import exclusive
@@ -72,3 +74,20 @@ def test_curation_after_ingest_can_be_turned_off(cli: CliRunner, engine: Engine,
     assert result.exit_code == 0 and "decided" not in _rows(result)
     with Session(engine) as session:
         assert {item.status for item in session.exec(select(Item))} == {"candidate"}
+
+
+def test_curate_refingerprint_after_a_recipe_change(cli: CliRunner, engine: Engine, tmp_path: Path) -> None:
+    result = cli.invoke(app, ["ingest", str(_write(tmp_path / "r.jsonl", hadoop_reports(3))), "--source", "hadoop", "--mapping", str(HADOOP_MAPPING)])
+    assert result.exit_code == 0, result.output
+    with Session(engine) as session:
+        session.exec(update(ItemFingerprint).values(recipe="n1;word5;p64;s7;affine32"))
+        session.commit()
+    refused = cli.invoke(app, ["curate"])
+    assert "nothing to curate" in refused.output  # nothing pending: the index is not even loaded
+    _write(tmp_path / "more.jsonl", hadoop_reports(4)[3:])
+    refused = cli.invoke(app, ["ingest", str(tmp_path / "more.jsonl"), "--source", "hadoop"])
+    assert "--refingerprint" in refused.output
+    done = cli.invoke(app, ["curate", "--refingerprint"])
+    assert done.exit_code == 0, done.output
+    assert "re-fingerprinted 3 items (0 texts encoded)" in done.output and _rows(done)["decided"] == "1"
+    assert "every fingerprint is up to date" in cli.invoke(app, ["curate", "--refingerprint"]).output

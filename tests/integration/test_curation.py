@@ -249,3 +249,26 @@ def test_the_model_is_loaded_once_and_shared_safely_by_threads(encoder: MemoEnco
     for result in results.values():
         assert not isinstance(result, Exception), result
         assert abs(result - expected).max() < 1e-4  # type: ignore[operator]
+
+
+def test_ingest_can_write_while_curation_encodes(engine: Engine, settings: Settings, encoder: MemoEncoder) -> None:
+    """The model encodes outside the write transaction: on SQLite that transaction holds the
+    database's only write lock, so ingest (another process, or the API) would wait for the model."""
+    ingest(engine, "hadoop", hadoop_reports(4))
+    blocking = CountingEncoder(encoder, release=threading.Event())
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(run_curation(engine, settings, encoder=blocking)))
+    worker.start()
+    try:
+        assert blocking.entered.wait(timeout=60)
+        written = threading.Thread(target=lambda: ingest(engine, "hadoop", hadoop_reports(6)[4:]))
+        written.start()
+        written.join(timeout=20)
+        assert not written.is_alive(), "ingest waited for the model: curation held the write lock while encoding"
+    finally:
+        assert blocking.release is not None
+        blocking.release.set()
+        worker.join(timeout=60)
+    assert len(results) == 1 and getattr(results[0], "decided", 0) >= 4
+    with Session(engine) as session:
+        assert {item.status for item in session.exec(select(Item))} <= {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value}
