@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select
 
 from curation.dedup import Deduplicator
-from curation.fingerprints import from_bytes
+from curation.fingerprints import from_bytes, sketch_texts
 from curation.similarity import Similar, rank_similar
 from ingest.normalisation import dedup_text
 from schemas.audit import AuditEvent
@@ -85,14 +85,20 @@ def pending_items(*, session: Session, sources: Sequence[str], limit: int | None
 
 
 def nearest_neighbours(*, session: Session, deduplicator: Deduplicator, item: Item, k: int = 3) -> list[tuple[Similar, Item]]:
-    """The `k` curated items most like `item`, best first, from the stored fingerprint and
-    embeddings (the model is never run); empty when the item is not in the dedup index."""
+    """The `k` curated items most like `item`, best first. Uses the item's stored fingerprint and
+    vectors when the dedup index holds them; otherwise embeds the item's text once (so call it
+    from the command line or a worker, never inside a request handler)."""
     index = deduplicator.index
-    fingerprint = session.get(ItemFingerprint, item.id)
-    if index is None or item.id is None or fingerprint is None or item.id not in index:
+    if index is None or item.id is None:
         return []
-    body, title = index.vectors(item.id)
-    sketch = from_bytes(fingerprint.minhash, deduplicator.recipe)
-    ranked = rank_similar(session, index, text=dedup_text(item.title, item.input), body=body, title=title, sketch=sketch, k=k, exclude=[item.id])
+    text = dedup_text(item.title, item.input)
+    fingerprint = session.get(ItemFingerprint, item.id)
+    if item.id in index and fingerprint is not None:
+        body, title = index.vectors(item.id)
+        sketch = from_bytes(fingerprint.minhash, deduplicator.recipe)
+    else:
+        body, title = deduplicator.embed_one(item.title, item.input)
+        sketch = sketch_texts([text], deduplicator.recipe)[0]
+    ranked = rank_similar(session, index, text=text, body=body, title=title, sketch=sketch, k=k, exclude=[item.id])
     found = {other.id: other for other in session.exec(select(Item).where(col(Item.id).in_([entry.item_id for entry in ranked]))).all()}
     return [(entry, found[entry.item_id]) for entry in ranked if entry.item_id in found]
