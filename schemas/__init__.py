@@ -4,7 +4,9 @@ from schemas.audit import AuditEvent
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemRead, ItemRevision, ItemStatus
+from schemas.registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem, SealedRead
+from schemas.runs import Result, Run, RunItem
 from schemas.source import Source, SourceKind
 from schemas.token import ApiToken, Scope
 
@@ -13,6 +15,7 @@ __all__ = [
     "AuditEvent",
     "DedupDecision",
     "Embedding",
+    "Endpoint",
     "Eval",
     "EvalItem",
     "Item",
@@ -20,8 +23,12 @@ __all__ = [
     "ItemRead",
     "ItemRevision",
     "ItemStatus",
+    "Model",
     "Release",
     "ReleaseItem",
+    "Result",
+    "Run",
+    "RunItem",
     "Scope",
     "SealedRead",
     "Source",

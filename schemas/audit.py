@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import Column
 from sqlmodel import Field, SQLModel
 
@@ -24,3 +25,25 @@ class AuditEvent(SQLModel, table=True):
     count: int = Field(default=1)
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
+
+
+class AuditEventRead(BaseModel):
+    """An audit event as `GET /v1/audit` shows it; `sealed` marks events about the sealed slice
+    (its reads, sealed runs, refusals), which a reviewer should look at first."""
+
+    id: int
+    actor: str
+    action: str
+    object_type: str
+    object_id: str | None
+    count: int
+    at: datetime
+    sealed: bool
+    details: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    """One page of audit events, newest first; pass `next_cursor` as `cursor` for the next."""
+
+    events: list[AuditEventRead]
+    next_cursor: str | None

@@ -81,7 +81,8 @@ class SimilarRead(BaseModel):
 
     `score` fuses `cosine` (body embeddings), `title_cosine` and `lexical` (character n-gram TF-IDF
     cosine over the short list); `jaccard` is MinHash's estimate of word 3-shingle Jaccard (None
-    when the item has no sketch)."""
+    when the item has no sketch). `sealed`: the item is in (or bound for) a sealed slice, and its
+    external id and title are withheld."""
 
     id: int
     external_id: str
@@ -94,6 +95,7 @@ class SimilarRead(BaseModel):
     title_cosine: float
     jaccard: float | None
     lexical: float
+    sealed: bool = False
 
 
 class DedupCheck(BaseModel):

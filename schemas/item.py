@@ -52,7 +52,7 @@ class Item(ItemContent, table=True):
     source_id: int = Field(foreign_key="source.id", index=True)
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column("metadata", json_column_type(), nullable=False))
     content_hash: str = Field(max_length=64, index=True)
-    hash_recipe: str = Field(default="n2", max_length=16)
+    hash_recipe: str = Field(default="n3", max_length=16)
     identity_key: str | None = Field(default=None, max_length=255)
     duplicate_of: int | None = Field(default=None, foreign_key="item.id", index=True)
     record_digest: str = Field(max_length=64)
@@ -79,7 +79,9 @@ class ItemRevision(SQLModel, table=True):
 
 
 class ItemRead(BaseModel):
-    """An item as the API shows it (a plain pydantic model: `metadata` is reserved on tables)."""
+    """An item as the API shows it (a plain pydantic model: `metadata` is reserved on tables).
+    `sealed`: the item is in (or bound for) an eval's sealed slice, and its content (external id,
+    text fields, metadata, tags) is withheld here."""
 
     id: int
     source: str
@@ -95,6 +97,7 @@ class ItemRead(BaseModel):
     content_hash: str
     revision: int
     status: str
+    sealed: bool = False
 
 
 class ItemDetail(ItemRead):

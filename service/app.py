@@ -18,7 +18,8 @@ from sqlmodel import Session
 
 from curation.embeddings import Encoder
 from schemas.problem import Problem
-from service.api import dedup, evals, health, items, releases, review, sources
+from service.api import audit, dedup, evals, health, items, registry, releases, review, runs, sources
+from service.audit import install_read_audit
 from service.curation import CurationTrigger, DedupReader, get_encoder
 from service.db import make_engine
 from service.logs import request_id_var
@@ -84,6 +85,10 @@ def create_app(
     app.include_router(review.router)
     app.include_router(evals.router)
     app.include_router(releases.router)
+    app.include_router(registry.router)
+    app.include_router(runs.router)
+    app.include_router(audit.router)
+    install_read_audit(app)
 
     @app.middleware("http")
     async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

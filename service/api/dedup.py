@@ -30,9 +30,11 @@ from schemas.item import Item, ItemStatus
 from schemas.source import Source
 from service.api.deps import SessionDep
 from service.api.items import require_item
-from service.auth import ReadPrincipal
+from service.audit import record_read
+from service.auth import Principal, ReadPrincipal
 from service.curation import DedupReader
 from service.problems import ProblemError, problem_doc
+from service.visibility import sealed_item_ids
 
 router = APIRouter(tags=["dedup"])
 MAX_K = 100
@@ -46,8 +48,11 @@ def _deduplicator(reader: DedupReader, session: Session) -> Deduplicator:
         raise ProblemError(409, "Conflict", f"the dedup index cannot be built: {exc}") from exc
 
 
-def _reads(session: Session, ranked: Sequence[Similar]) -> list[SimilarRead]:
+def _reads(session: Session, ranked: Sequence[Similar], secret_key: str) -> list[SimilarRead]:
+    """The ranked items as the API shows them; items of a sealed slice without external id and
+    title (`service.visibility`)."""
     ids = [entry.item_id for entry in ranked]
+    hidden = sealed_item_ids(session=session, item_ids=ids, secret_key=secret_key)
     rows = session.exec(select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_(ids))).all()
     found = {item.id: (item, name) for item, name in rows}
     reads = []
@@ -55,12 +60,13 @@ def _reads(session: Session, ranked: Sequence[Similar]) -> list[SimilarRead]:
         if entry.item_id not in found:
             continue  # deleted since the index was built
         item, source = found[entry.item_id]
+        sealed = entry.item_id in hidden
         reads.append(
             SimilarRead(
                 id=entry.item_id,
-                external_id=item.external_id,
+                external_id="" if sealed else item.external_id,
                 source=source,
-                title=item.title,
+                title="" if sealed else item.title,
                 occurred_at=item.occurred_at,
                 status=item.status,
                 score=entry.score,
@@ -68,9 +74,22 @@ def _reads(session: Session, ranked: Sequence[Similar]) -> list[SimilarRead]:
                 title_cosine=entry.title_cosine,
                 jaccard=entry.jaccard,
                 lexical=entry.lexical,
+                sealed=sealed,
             )
         )
     return reads
+
+
+def _secret_key(request: Request) -> str:
+    key: str = request.app.state.settings.secret_key.get_secret_value()
+    return key
+
+
+def _audit(request: Request, principal: Principal, action: str, reads: Sequence[SimilarRead]) -> None:
+    """Audit a response that showed the titles of `reads` (sealed ones were withheld)."""
+    endpoint = f"{request.method} {request.url.path}"
+    shown = [read.id for read in reads if not read.sealed]
+    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=endpoint, object_type="item", object_id=None, item_ids=shown)
 
 
 def _stored_vectors(session: Session, item: Item, fingerprint: ItemFingerprint, index: SimilarityIndex) -> tuple[Vectors, Vectors]:
@@ -90,7 +109,7 @@ def _stored_vectors(session: Session, item: Item, fingerprint: ItemFingerprint, 
 
 @router.get("/v1/items/{item_id}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
 def similar(
-    item_id: int, request: Request, _: ReadPrincipal, session: SessionDep, k: Annotated[int, Query(ge=1, le=MAX_K, description="How many items.")] = 10
+    item_id: int, request: Request, principal: ReadPrincipal, session: SessionDep, k: Annotated[int, Query(ge=1, le=MAX_K, description="How many items.")] = 10
 ) -> list[SimilarRead]:
     """The `k` items most like this one among those that occurred before it (never itself), best
     first: `score` fuses the body `cosine`, `title_cosine` and `lexical` similarity; `jaccard` is
@@ -109,10 +128,12 @@ def similar(
     ranked = rank_similar(
         session, index, text=dedup_text(item.title, item.input), body=body, title=title, sketch=sketch, k=k, before=item.occurred_at.timestamp(), exclude=[item_id]
     )
-    return _reads(session, ranked)
+    reads = _reads(session, ranked, _secret_key(request))
+    _audit(request, principal, "item.similar_read", reads)
+    return reads
 
 
-def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int) -> DedupCheckResult:
+def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret_key: str) -> DedupCheckResult:
     with Session(engine) as session:
         deduplicator = _deduplicator(reader, session)
         index = deduplicator.index
@@ -142,14 +163,18 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int) -> Ded
             duplicate_of=verdict.matched,
             matched_item=matched if isinstance(matched, int) else None,
             details=verdict.details,
-            similar=_reads(session, ranked),
+            similar=_reads(session, ranked, secret_key),
         )
 
 
 @router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422))
-async def check(data: DedupCheck, request: Request, _: ReadPrincipal, k: Annotated[int, Query(ge=1, le=MAX_K, description="How many similar items.")] = 10) -> DedupCheckResult:
+async def check(
+    data: DedupCheck, request: Request, principal: ReadPrincipal, k: Annotated[int, Query(ge=1, le=MAX_K, description="How many similar items.")] = 10
+) -> DedupCheckResult:
     """The verdict curation would give this text now (against every curated item), with the `k`
     most similar items. Nothing is stored. The text is embedded in a worker thread, a few
     requests at a time."""
     async with request.app.state.dedup_semaphore:
-        return await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k)
+        result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, _secret_key(request))
+    await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)
+    return result

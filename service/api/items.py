@@ -1,4 +1,9 @@
-"""Reading items: filtered, cursor-paginated lists and single items."""
+"""Reading items: filtered, cursor-paginated lists and single items.
+
+Items in (or bound for) a sealed slice are listed without their content (`sealed: true`, text
+fields and metadata empty): sealed content is served only by budgeted sealed reads and sealed
+runs (`service.visibility`). Every response that serves item content is audited (`item.read`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
@@ -16,15 +21,37 @@ from schemas.dedup import DedupDecision, DedupRead
 from schemas.item import Item, ItemDetail, ItemPage, ItemRead, ItemStatus
 from schemas.source import Source
 from service.api.deps import SessionDep
-from service.auth import ReadPrincipal
+from service.audit import record_read
+from service.auth import Principal, ReadPrincipal
 from service.problems import ProblemError, problem_doc
+from service.visibility import sealed_item_ids
 
 router = APIRouter(prefix="/v1/items", tags=["items"])
 MAX_PAGE = 500
 
 
-def to_read(item: Item, source_name: str) -> ItemRead:
+def to_read(item: Item, source_name: str, *, sealed: bool = False) -> ItemRead:
+    """The item as the API shows it; `sealed` withholds its content (text, metadata, tags and
+    external id), keeping only what identifies and dates it."""
     assert item.id is not None
+    if sealed:
+        return ItemRead(
+            id=item.id,
+            source=source_name,
+            external_id="",
+            occurred_at=item.occurred_at,
+            ingested_at=item.ingested_at,
+            updated_at=item.updated_at,
+            title="",
+            input="",
+            reference="",
+            metadata={},
+            tags=[],
+            content_hash=item.content_hash,
+            revision=item.revision,
+            status=item.status,
+            sealed=True,
+        )
     return ItemRead(
         id=item.id,
         source=source_name,
@@ -62,9 +89,21 @@ def _aware(value: datetime | None, name: str) -> datetime | None:
     return value
 
 
+def withheld(request: Request, session: Session, item_ids: list[int]) -> set[int]:
+    """Which of `item_ids` must be shown without content (`service.visibility`)."""
+    secret_key: str = request.app.state.settings.secret_key.get_secret_value()
+    return sealed_item_ids(session=session, item_ids=item_ids, secret_key=secret_key)
+
+
+def audit_read(request: Request, principal: Principal, item_ids: list[int], action: str = "item.read") -> None:
+    """Audit a response that served the content of `item_ids` (none: nothing to audit)."""
+    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=f"GET {request.url.path}", object_type="item", object_id=None, item_ids=item_ids)
+
+
 @router.get("", response_model=ItemPage, responses=problem_doc(401, 403, 422))
 def list_items(
-    _: ReadPrincipal,
+    principal: ReadPrincipal,
+    request: Request,
     session: SessionDep,
     source: str | None = None,
     status: ItemStatus | None = None,
@@ -89,7 +128,10 @@ def list_items(
     rows = session.exec(query.order_by(col(Item.occurred_at).desc(), col(Item.id).desc()).limit(limit + 1)).all()
     page = rows[:limit]
     next_cursor = _encode_cursor(page[-1][0]) if len(rows) > limit else None
-    return ItemPage(items=[to_read(item, name) for item, name in page], next_cursor=next_cursor)
+    hidden = withheld(request, session, [item.id for item, _ in page if item.id is not None])
+    reads = [to_read(item, name, sealed=item.id in hidden) for item, name in page]
+    audit_read(request, principal, [read.id for read in reads if not read.sealed])
+    return ItemPage(items=reads, next_cursor=next_cursor)
 
 
 def require_item(session: Session, item_id: int) -> tuple[Item, str]:
@@ -112,8 +154,12 @@ def dedup_read(session: Session, item: Item) -> DedupRead:
 
 
 @router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404))
-def get_item(item_id: int, _: ReadPrincipal, session: SessionDep) -> ItemDetail:
+def get_item(item_id: int, principal: ReadPrincipal, request: Request, session: SessionDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding, none),
-    `score` and `decided_at` of curation's newest decision about it."""
+    `score` and `decided_at` of curation's newest decision about it. A sealed item comes without
+    its content (`sealed: true`)."""
     item, source_name = require_item(session, item_id)
-    return ItemDetail(**to_read(item, source_name).model_dump(), dedup=dedup_read(session, item))
+    sealed = item_id in withheld(request, session, [item_id])
+    if not sealed:
+        audit_read(request, principal, [item_id])
+    return ItemDetail(**to_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item))

@@ -1,0 +1,154 @@
+"""The model registry: models under evaluation and the endpoints that serve them, with each
+endpoint's data-retention terms (does the provider train on what is sent to it?)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from enum import StrEnum
+
+import pydantic
+from pydantic import BaseModel, field_validator
+from sqlalchemy import Date, String, Text
+from sqlmodel import Field, SQLModel
+
+from schemas.common import UTCDateTime, utcnow
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._:/-]{0,127}$"
+NAME_HELP = "Lowercase letters, digits, '.', '_', ':', '/' and '-' (e.g. 'gpt-4o-2024-08-06' or 'acme/llama-3-8b')."
+
+
+class TrainsOnInputs(StrEnum):
+    """Whether the provider may train on what is sent to the endpoint, per its terms. `unknown`
+    counts as `yes` everywhere it matters: items sent there are exposed, and sealed runs refused."""
+
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+
+class Model(SQLModel, table=True):
+    """A model under evaluation. `training_cutoff` is the date its training data ends, as its
+    provider states it: items that occurred after it cannot have been trained on."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128, sa_column_kwargs={"unique": True}, index=True)
+    provider: str = Field(default="", max_length=128)
+    training_cutoff: date | None = Field(default=None, sa_type=Date)
+    release_date: date | None = Field(default=None, sa_type=Date)
+    notes: str = Field(default="", sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class Endpoint(SQLModel, table=True):
+    """Where a model is called: a base URL of a provider, and the provider's data-retention terms
+    for it as last checked (`terms_checked_at`, by `checked_by`)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128, sa_column_kwargs={"unique": True}, index=True)
+    base_url: str = Field(max_length=2048)
+    provider: str = Field(default="", max_length=128)
+    model_id: int = Field(foreign_key="model.id", index=True)
+    trains_on_inputs: str = Field(default=TrainsOnInputs.UNKNOWN.value, sa_type=String(8))
+    retention_days: int | None = None
+    terms_url: str = Field(default="", max_length=2048)
+    terms_checked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    checked_by: str = Field(default="", max_length=160)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class _Aware(BaseModel):
+    @field_validator("terms_checked_at", check_fields=False)
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("terms_checked_at needs a time zone, e.g. 2024-01-01T00:00:00Z")
+        return value
+
+    @field_validator("base_url", "terms_url", check_fields=False)
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class ModelCreate(BaseModel):
+    """`POST /v1/models`."""
+
+    name: str = pydantic.Field(pattern=NAME_PATTERN, description=NAME_HELP)
+    provider: str = pydantic.Field(default="", max_length=128)
+    training_cutoff: date | None = pydantic.Field(default=None, description="The date the model's training data ends, as its provider states it.")
+    release_date: date | None = None
+    notes: str = ""
+
+
+class ModelUpdate(BaseModel):
+    """`PATCH /v1/models/{name}`: the fields to change."""
+
+    provider: str | None = pydantic.Field(default=None, max_length=128)
+    training_cutoff: date | None = None
+    release_date: date | None = None
+    notes: str | None = None
+
+
+class ModelRead(BaseModel):
+    id: int
+    name: str
+    provider: str
+    training_cutoff: date | None
+    release_date: date | None
+    notes: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class EndpointCreate(_Aware):
+    """`POST /v1/endpoints`. Terms default to `unknown`, which exposes every item sent there.
+    `terms_checked_at` defaults to now when `trains_on_inputs` is given as yes or no; `checked_by`
+    to the calling token."""
+
+    name: str = pydantic.Field(pattern=NAME_PATTERN, description=NAME_HELP)
+    base_url: str = pydantic.Field(max_length=2048)
+    provider: str = pydantic.Field(default="", max_length=128)
+    model: str = pydantic.Field(description="The registered model this endpoint serves.")
+    trains_on_inputs: TrainsOnInputs = TrainsOnInputs.UNKNOWN
+    retention_days: int | None = pydantic.Field(default=None, ge=0)
+    terms_url: str = pydantic.Field(default="", max_length=2048)
+    terms_checked_at: datetime | None = None
+    checked_by: str | None = pydantic.Field(default=None, max_length=160)
+
+
+class EndpointUpdate(_Aware):
+    """`PATCH /v1/endpoints/{name}`: the fields to change. Changing the terms without giving
+    `terms_checked_at` records them as checked now, by the calling token."""
+
+    base_url: str | None = pydantic.Field(default=None, max_length=2048)
+    provider: str | None = pydantic.Field(default=None, max_length=128)
+    model: str | None = None
+    trains_on_inputs: TrainsOnInputs | None = None
+    retention_days: int | None = pydantic.Field(default=None, ge=0)
+    terms_url: str | None = pydantic.Field(default=None, max_length=2048)
+    terms_checked_at: datetime | None = None
+    checked_by: str | None = pydantic.Field(default=None, max_length=160)
+
+
+class EndpointRead(BaseModel):
+    """An endpoint with its terms; `terms_age_days` is how long ago they were checked (null:
+    never), `sealed_allowed` whether a sealed run may go there now (terms permitting)."""
+
+    id: int
+    name: str
+    base_url: str
+    provider: str
+    model: str
+    trains_on_inputs: TrainsOnInputs
+    retention_days: int | None
+    terms_url: str
+    terms_checked_at: datetime | None
+    checked_by: str
+    terms_age_days: int | None
+    sealed_allowed: bool
+    created_at: datetime
+    updated_at: datetime

@@ -1,0 +1,178 @@
+"""The audit trail: recording reads of item content, and listing events for review.
+
+Changes are audited where they are made, in the same transaction. Reads of item content are
+audited here, one event per response that served content: the token, the endpoint (method and
+path), the item ids and their count, the time. An action that concerns the sealed slice names it
+(`release.sealed_read`, `run.sealed_start`, `run.sealed_refused`, ...): `sealed` on an event and
+the `sealed` filter of `GET /v1/audit` rely on that naming.
+
+Release content (issue 5's `/v1/evals/{name}/releases/{ref}/items` and `/export.jsonl`) is
+audited by a middleware that looks at the route answered, so those handlers stay as they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from schemas.audit import AuditEvent, AuditEventRead, AuditPage
+from schemas.evals import Eval, Split
+from schemas.release import Release, ReleaseItem
+from service.db import write_session
+from service.problems import ProblemError
+
+SEALED_MARK = "sealed"
+RELEASE_CONTENT_ROUTES = {
+    "/v1/evals/{name}/releases/{ref}/items": "items",
+    "/v1/evals/{name}/releases/{ref}/export.jsonl": "export",
+}
+MAX_IDS_IN_EVENT = 10_000
+
+
+def is_sealed_action(action: str) -> bool:
+    return SEALED_MARK in action
+
+
+def record_read(
+    engine: Engine, *, actor: str, action: str, endpoint: str, object_type: str, object_id: str | None, item_ids: Sequence[int], details: dict[str, Any] | None = None
+) -> None:
+    """Commit one audit event for a response that served the content of `item_ids` (none: no
+    event). Written in its own transaction, so a read-only request still leaves its trace."""
+    if not item_ids:
+        return
+    ids = sorted(set(item_ids))
+    body: dict[str, Any] = {"endpoint": endpoint, "item_ids": ids[:MAX_IDS_IN_EVENT], **(details or {})}
+    if len(ids) > MAX_IDS_IN_EVENT:
+        body["item_ids_truncated"] = True
+    with write_session(engine) as session:
+        session.add(AuditEvent(actor=actor, action=action, object_type=object_type, object_id=object_id, count=len(ids), details=body))
+        session.commit()
+
+
+def _release_item_ids(engine: Engine, name: str, ref: str, split: str, occurred_after: str | None) -> tuple[str, list[int]]:
+    with Session(engine) as session:
+        evaluation = session.exec(select(Eval).where(Eval.name == name)).first()
+        if evaluation is None:
+            return ref, []
+        query = select(Release).where(Release.eval_id == evaluation.id)
+        release = session.exec(query.order_by(col(Release.number).desc()).limit(1) if ref == "latest" else query.where(Release.number == int(ref))).first()
+        if release is None:
+            return ref, []
+        items = select(ReleaseItem.item_id).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split)
+        if occurred_after:
+            items = items.where(col(ReleaseItem.occurred_at) >= datetime.fromisoformat(occurred_after.replace("Z", "+00:00")))
+        return str(release.number), list(session.exec(items).all())
+
+
+def _audit_release_read(engine: Engine, request: Request, kind: str) -> None:
+    principal = getattr(request.state, "principal", None)
+    params = request.scope.get("path_params", {})
+    if principal is None or not str(params.get("ref", "")).replace("latest", "0").isdigit():
+        return
+    split = request.query_params.get("split", Split.DEV.value)
+    number, ids = _release_item_ids(engine, params["name"], params["ref"], split, request.query_params.get("occurred_after"))
+    sealed = split == Split.SEALED.value
+    action = f"release.{'sealed_' if sealed else ''}{'items_read' if kind == 'items' else 'export'}"
+    record_read(
+        engine,
+        actor=principal.actor,
+        action=action,
+        endpoint=f"{request.method} {request.url.path}",
+        object_type="release",
+        object_id=f"{params['name']}/{number}",
+        item_ids=ids,
+        details={"split": split},
+    )
+
+
+def install_read_audit(app: FastAPI) -> None:
+    """Audit every successful response of the release content routes (dev and sealed)."""
+
+    @app.middleware("http")
+    async def audit_release_reads(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        route = request.scope.get("route")
+        kind = RELEASE_CONTENT_ROUTES.get(getattr(route, "path", ""))
+        if kind is not None and request.method == "GET" and response.status_code == 200:
+            await run_in_threadpool(_audit_release_read, request.app.state.engine, request, kind)
+        return response
+
+
+def _encode_cursor(event_id: int) -> str:
+    return base64.urlsafe_b64encode(f"a{event_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith("a"):
+            raise ValueError(raw)
+        return int(raw[1:])
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it") from exc
+
+
+def to_read(event: AuditEvent) -> AuditEventRead:
+    assert event.id is not None
+    return AuditEventRead(
+        id=event.id,
+        actor=event.actor,
+        action=event.action,
+        object_type=event.object_type,
+        object_id=event.object_id,
+        count=event.count,
+        at=event.at,
+        sealed=is_sealed_action(event.action),
+        details=event.details,
+    )
+
+
+def list_events(
+    *,
+    session: Session,
+    actor: str | None = None,
+    action: str | None = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    sealed_only: bool = False,
+    limit: int = 100,
+    cursor: str | None = None,
+) -> AuditPage:
+    """Events matching every filter given, newest first. `action` ending in `*` matches by prefix
+    (`run.*`); `since` is inclusive, `until` exclusive."""
+    query = select(AuditEvent)
+    if actor is not None:
+        query = query.where(AuditEvent.actor == actor)
+    if action is not None:
+        query = query.where(col(AuditEvent.action).startswith(action[:-1], autoescape=True) if action.endswith("*") else AuditEvent.action == action)
+    if object_type is not None:
+        query = query.where(AuditEvent.object_type == object_type)
+    if object_id is not None:
+        query = query.where(AuditEvent.object_id == object_id)
+    if since is not None:
+        query = query.where(col(AuditEvent.at) >= since)
+    if until is not None:
+        query = query.where(col(AuditEvent.at) < until)
+    if sealed_only:
+        query = query.where(col(AuditEvent.action).contains(SEALED_MARK, autoescape=True))
+    if cursor:
+        query = query.where(col(AuditEvent.id) < _decode_cursor(cursor))
+    rows = session.exec(query.order_by(col(AuditEvent.id).desc()).limit(limit + 1)).all()
+    page = rows[:limit]
+    next_cursor = _encode_cursor(page[-1].id) if len(rows) > limit and page[-1].id is not None else None
+    return AuditPage(events=[to_read(event) for event in page], next_cursor=next_cursor)
+
+
+def count_events(*, session: Session, action: str) -> int:
+    return int(session.exec(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == action)).one())
