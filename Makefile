@@ -14,6 +14,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
 SAMPLE_MAPPING := examples/mappings/cisa_kev.yaml
+SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
 .PHONY: setup run test lint typecheck unit clean
 
@@ -29,11 +30,14 @@ $(VENV)/.installed: pyproject.toml
 run: setup
 	$(BIN)/goldenset migrate
 	$(BIN)/goldenset ingest $(SAMPLE) --source cisa-kev-sample --mapping $(SAMPLE_MAPPING)
+	$(BIN)/goldenset eval create --file $(SAMPLE_EVAL) --exist-ok
+	$(BIN)/goldenset refresh --eval cisa-kev-sample
 	@echo
 	@echo "goldenset is starting on http://$(HOST):$(PORT) (API docs at /docs)."
 	@echo "Get a token in another terminal with:"
 	@echo "    $(BIN)/goldenset token create --name me --scopes read,ingest"
 	@echo "then: curl -H \"Authorization: Bearer <token>\" http://$(HOST):$(PORT)/v1/items"
+	@echo " and: curl -H \"Authorization: Bearer <token>\" http://$(HOST):$(PORT)/v1/evals/cisa-kev-sample/releases/latest"
 	@echo
 	$(BIN)/goldenset serve --host $(HOST) --port $(PORT)
 

@@ -87,9 +87,10 @@ def eval_create(
     sealed_fraction: Annotated[float | None, typer.Option("--sealed-fraction", help="Share of items sealed (default 0.20).")] = None,
     approval: Annotated[ApprovalPolicy | None, typer.Option(help="manual review, or auto-approve items dedup kept as unique.")] = None,
     sealed_read_budget: Annotated[int | None, typer.Option("--sealed-read-budget", help="Sealed reads allowed per release (default 3).")] = None,
+    exist_ok: Annotated[bool, typer.Option("--exist-ok", help="Succeed without changes when the eval exists already.")] = False,
 ) -> None:
     """Define an eval (it gets a canary GUID and a secret seal key)."""
-    from service.evals import create_eval, to_read
+    from service.evals import create_eval, get_eval, to_read
 
     document: dict[str, Any] = {}
     if file is not None:
@@ -120,6 +121,9 @@ def eval_create(
         problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors())
         raise _fail(f"invalid eval: {problems}") from exc
     with write_session(_engine()) as session:
+        if exist_ok and get_eval(session=session, name=data.name) is not None:
+            out.print(f"eval [bold]{data.name}[/] exists already; unchanged")
+            return
         try:
             evaluation = create_eval(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
         except ProblemError as exc:
