@@ -61,11 +61,11 @@ class WatchedItem:
 
 @dataclass(frozen=True)
 class ScanConfig:
-    shingle_words: int = 5
+    shingle_words: int = 3
     min_shingles: int = 6
     max_item_share: int = 3
     min_containment: float = 0.5
-    min_similarity: float = 0.5
+    min_similarity: float = 0.4
     canary_prefix: str = DEFAULT_CANARY_PREFIX
 
     def __post_init__(self) -> None:
