@@ -115,4 +115,5 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     assert (problem["budget"], problem["used"]) == (2, 2) and "sealed-read budget of eval 'ops' is 2 per release" in problem["detail"]
     with Session(engine) as session:
         actions = [event.action for event in session.exec(select(AuditEvent).where(col(AuditEvent.action).startswith("release.")).order_by(col(AuditEvent.id)))]
-    assert actions == ["release.create", "release.sealed_read", "release.sealed_read", "release.sealed_refused"]
+    budget = {"release.create", "release.sealed_read", "release.sealed_refused"}
+    assert [action for action in actions if action in budget] == ["release.create", "release.sealed_read", "release.sealed_read", "release.sealed_refused"]
