@@ -20,7 +20,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.canary import ScanConfig, ScanIndex, Scanner, ScanReport, WatchedItem, iter_files
+from curation.canary import ItemCopy, ScanConfig, ScanIndex, Scanner, ScanReport, WatchedItem, iter_files
 from schemas.evals import Eval, Split
 from schemas.release import Release, ReleaseItem
 from service.db import make_engine, migrate
@@ -102,6 +102,13 @@ def print_report(report: ScanReport) -> None:
     else:
         summary += "nothing found"
     (err if report.found else out).print(summary, highlight=False)
+    by_item: dict[int, list[ItemCopy]] = defaultdict(list)
+    for copy in report.copies:
+        by_item[copy.item_id].append(copy)
+    for item_id, copies in sorted(by_item.items()):
+        split = "sealed" if copies[0].sealed else "dev"
+        first = copies[0]
+        err.print(f"leaked: item {item_id} ({split}) of {_where(first.releases)}: {len(copies)} copy(ies), first in {first.path} at byte {first.offset}", highlight=False)
     for problem in report.unreadable:
         err.print(f"[yellow]unreadable:[/] {problem}", highlight=False)
 
