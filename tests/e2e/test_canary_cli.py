@@ -45,7 +45,7 @@ def _write_dump(path: Path, background: str, plants: list[str]) -> list[int]:
     """About DUMP_BYTES of `background` repeated, with `plants` spread between the repeats;
     returns the byte offset of each plant."""
     block = background.encode("utf-8")
-    written, offsets = 0, []
+    written, offsets = 0, list[int]()
     every = max(1, DUMP_BYTES // len(block) // (len(plants) + 1))
     with path.open("wb") as handle:
         for repeat in range(DUMP_BYTES // len(block) + 1):
