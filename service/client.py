@@ -82,6 +82,7 @@ class Client:
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
+        self._exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
 
     def __enter__(self) -> Self:
         return self
@@ -98,7 +99,7 @@ class Client:
             after = exc.response.headers.get("retry-after", "")
             if after.isdigit():
                 return min(float(after), self._max_backoff)
-        return float(wait_exponential_jitter(initial=self._backoff, max=self._max_backoff)(state))
+        return float(self._exponential(state))
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
         """Send a request with retries; return a 2xx response or raise GoldensetError (or the last
