@@ -38,6 +38,7 @@ from curation.dedup import DedupConfig, Deduplicator
 from curation.embeddings import SentenceTransformerEncoder, body_text, title_text
 from curation.fingerprints import from_bytes
 from curation.similarity import rank_similar
+from curation.text_kind import TextKind
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
 from schemas.dedup import Embedding, ItemFingerprint
@@ -92,7 +93,27 @@ def engine_says_duplicate(loaded: Loaded, dedup: Deduplicator, a: str, b: str) -
     ia, ib = loaded.items[a], loaded.items[b]
     if ia.identity_key and ib.identity_key and ia.identity_key != ib.identity_key:
         return False
-    return ia.content_hash == ib.content_hash or loaded.jaccard(a, b) >= config.minhash_threshold or loaded.cosine(a, b) >= config.embedding_threshold
+    later = _later(ia, ib)
+    _, threshold = dedup.embedding_threshold_for(later.title, later.input)
+    if ia.content_hash == ib.content_hash or loaded.jaccard(a, b) >= config.minhash_threshold:
+        return True
+    return threshold is not None and loaded.cosine(a, b) >= threshold
+
+
+def embedding_only(loaded: Loaded, dedup: Deduplicator, a: str, b: str) -> bool:
+    """The embedding baseline: the cosine alone, at the engine's threshold for the text's length
+    (the short-text one for every short text, machine-written or not)."""
+    return loaded.cosine(a, b) >= baseline_threshold(dedup, _later(loaded.items[a], loaded.items[b]))
+
+
+def baseline_threshold(dedup: Deduplicator, item: Item) -> float:
+    kind, _ = dedup.embedding_threshold_for(item.title, item.input)
+    return dedup.config.embedding_threshold if kind == TextKind.LONG else dedup.config.short_embedding_threshold
+
+
+def _later(a: Item, b: Item) -> Item:
+    """The item the engine judges against the other: the later incident (then the later stored)."""
+    return b if (b.occurred_at, b.id or 0) >= (a.occurred_at, a.id or 0) else a
 
 
 def gitbugs(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
@@ -153,7 +174,7 @@ def gitbugs(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
     config = dedup.config
     rules = {
         "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
-        "embedding": lambda a, b: loaded.cosine(a, b) >= config.embedding_threshold,
+        "embedding": lambda a, b: embedding_only(loaded, dedup, a, b),
         "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
     }
     for name, rule in rules.items():
@@ -188,7 +209,7 @@ def sts(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
     config = dedup.config
     rules = {
         "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
-        "embedding": lambda a, b: loaded.cosine(a, b) >= config.embedding_threshold,
+        "embedding": lambda a, b: embedding_only(loaded, dedup, a, b),
         "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
     }
     result: dict[str, Any] = {"pairs": len(labelled), "positives": sum(r["label"] == 1 for r in labelled)}
@@ -272,7 +293,9 @@ def loghub(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
         config = dedup.config
         body = np.vstack([loaded.vectors[e][0] for e in ext])
         cos = body @ body.T
-        emb_edges = [(i, j) for i, j in zip(*np.nonzero(np.triu(cos >= config.embedding_threshold, 1)), strict=True)]
+        # Lines are in incident order: row j is the later of (i, j), whose threshold applies.
+        later_threshold = np.array([baseline_threshold(dedup, loaded.items[e]) for e in ext], dtype=np.float32)
+        emb_edges = [(i, j) for i, j in zip(*np.nonzero(np.triu(cos >= later_threshold[None, :], 1)), strict=True)]
         mh_edges = minhash_edges([loaded.sketch[e] for e in ext], config.minhash_threshold)
         results = {
             "combined": pair_scores(roots, truth),
@@ -294,11 +317,13 @@ def main() -> None:
     parser.add_argument("--only", default="gitbugs,sts,loghub")
     parser.add_argument("--minhash-threshold", type=float, default=DedupConfig().minhash_threshold)
     parser.add_argument("--embedding-threshold", type=float, default=DedupConfig().embedding_threshold)
+    parser.add_argument("--short-embedding-threshold", type=float, default=DedupConfig().short_embedding_threshold)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="goldenset-bench-"))
     encoder = SentenceTransformerEncoder()
-    config = DedupConfig(minhash_threshold=args.minhash_threshold, embedding_threshold=args.embedding_threshold)
-    print(f"model {encoder.model_id}; thresholds: minhash {config.minhash_threshold}, embedding {config.embedding_threshold}; workdir {workdir}")
+    config = DedupConfig(minhash_threshold=args.minhash_threshold, embedding_threshold=args.embedding_threshold, short_embedding_threshold=args.short_embedding_threshold)
+    thresholds = f"minhash {config.minhash_threshold}, embedding {config.embedding_threshold} (short texts {config.short_embedding_threshold})"
+    print(f"model {encoder.model_id}; thresholds: {thresholds}; workdir {workdir}")
     for name in args.only.split(","):
         started = time.perf_counter()
         result = {"gitbugs": gitbugs, "sts": sts, "loghub": loghub}[name](workdir, Deduplicator(encoder=encoder, config=config))

@@ -23,9 +23,10 @@ from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.embeddings import EmbeddingCache, Encoder, Vectors, body_text, title_text
-from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes
+from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes, tokens
 from curation.index import IndexedItem, Neighbour, SimilarityIndex
-from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text
+from curation.text_kind import TextKind, text_kind
+from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
@@ -37,20 +38,25 @@ _SWAPPABLE = {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value}
 class DedupConfig:
     """Decision thresholds (frozen defaults chosen on ../shared/data; see the README's figures).
 
-    `minhash_threshold`: estimated Jaccard of word 3-shingles at or above which two texts are
-    near-verbatim copies. `embedding_threshold`: cosine of the body embeddings at or above which
-    they are paraphrases (best F1 was at 0.65 on Hadoop bug reports and 0.75 on news headlines;
-    0.72 leans to precision, since a false duplicate silently drops an incident from the eval).
+    `minhash_threshold`: estimated Jaccard of the recipe's shingles (token pairs for short texts,
+    3-grams for long ones) at or above which two texts are near-verbatim copies.
+    `embedding_threshold`: cosine of the body embeddings at or above which two long texts are
+    paraphrases (best F1 was at 0.65 on Hadoop bug reports; 0.72 leans to precision, since a false
+    duplicate silently drops an incident from the eval). `short_embedding_threshold`: the same
+    for a short text (at most the recipe's `short_tokens` tokens; best F1 near 0.75 on news
+    headlines). A short machine-written message (a log line, an alert) is never a paraphrase:
+    only exact and near-verbatim copies count (see `curation.text_kind`).
     `neighbours`: embedding neighbours examined per candidate.
     """
 
-    minhash_threshold: float = 0.7
+    minhash_threshold: float = 0.65
     embedding_threshold: float = 0.72
+    short_embedding_threshold: float = 0.75
     neighbours: int = 10
     batch_size: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("minhash_threshold", "embedding_threshold"):
+        for name in ("minhash_threshold", "embedding_threshold", "short_embedding_threshold"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
@@ -308,8 +314,9 @@ class Deduplicator:
             status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
             return Verdict(status, stage.value, round(score, 4), root.item_id, {**details, "matched_item": other_id})
 
-        thresholds = {"minhash": config.minhash_threshold, "embedding": config.embedding_threshold}
-        details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "thresholds": thresholds}
+        kind, embedding_threshold = self.embedding_threshold_for(item.title, item.input)
+        thresholds = {"minhash": config.minhash_threshold, "embedding": embedding_threshold}
+        details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "text": kind.value, "thresholds": thresholds}
         for other_id in index.exact(item.content_hash):
             if compatible(other_id):
                 return verdict(DedupStage.EXACT, 1.0, other_id, details)
@@ -325,9 +332,17 @@ class Deduplicator:
                 # cosine, which separated duplicates from non-duplicates better on real reports.
                 best = max(neighbours, key=lambda neighbour: neighbour.body_cosine)
                 details["best_embedding"] = {"item": best.item_id, "cosine": round(best.body_cosine, 4), "title_cosine": round(best.title_cosine, 4)}
-                if best.body_cosine >= config.embedding_threshold:
+                if embedding_threshold is not None and best.body_cosine >= embedding_threshold:
                     return verdict(DedupStage.EMBEDDING, best.body_cosine, best.item_id, details)
         return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details)
+
+    def embedding_threshold_for(self, title: str, input_text: str) -> tuple[TextKind, float | None]:
+        """The kind of an item's text and the body cosine at which it is a paraphrase (None: a
+        short machine-written message, which only exact and near-verbatim copies match)."""
+        text = dedup_text(title, input_text)
+        kind = text_kind(text, normalise_text(text), len(tokens(text)), short_tokens=self.recipe.short_tokens)
+        config = self.config
+        return kind, {TextKind.LONG: config.embedding_threshold, TextKind.SHORT: config.short_embedding_threshold, TextKind.MACHINE: None}[kind]
 
     def embed_one(self, title: str, input_text: str) -> tuple[Vectors, Vectors]:
         """Body and title vectors of a text, encoded now and not stored (for checks)."""

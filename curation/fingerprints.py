@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -25,14 +26,19 @@ BYTE_ORDER = "<"
 # of hash values (int32), a scheme code (uint8), then the values (uint32 or uint64).
 _HEADER = 13
 _SCHEME_CODES = {"affine32": (1, "<u4"), "affine64": (2, "<u8")}
-_WORD = re.compile(r"[^\s]+")
+_TOKEN = re.compile(r"<\w+>|\w+")
 
 
 @dataclass(frozen=True)
 class MinHashRecipe:
-    """How sketches are made. `shingle_words` words per shingle (a text shorter than that is one shingle)."""
+    """How sketches are made, from the tokens of the normalised text (words and placeholders,
+    punctuation dropped). A text of at most `short_tokens` tokens is sketched over its single
+    tokens and token pairs: in a one-line message, one changed word would remove most of its
+    3-grams, while its pairs still tell the word order. A longer text is sketched over
+    `shingle_words`-grams (the whole text is one shingle when it has fewer tokens)."""
 
     shingle_words: int = 3
+    short_tokens: int = 30
     num_perm: int = 128
     seed: int = 1
     scheme: str = "affine32"
@@ -41,6 +47,8 @@ class MinHashRecipe:
     def __post_init__(self) -> None:
         if self.shingle_words < 1:
             raise ValueError(f"shingle_words must be at least 1, got {self.shingle_words}")
+        if self.short_tokens < 0:
+            raise ValueError(f"short_tokens must be 0 (no short texts) or more, got {self.short_tokens}")
         if not 16 <= self.num_perm <= 1024:
             raise ValueError(f"num_perm must be between 16 and 1024, got {self.num_perm}: more permutations estimate Jaccard better but cost more")
         if self.scheme not in ("affine32", "affine64"):
@@ -48,20 +56,32 @@ class MinHashRecipe:
 
     @property
     def key(self) -> str:
-        return f"{self.normalisation};word{self.shingle_words};p{self.num_perm};s{self.seed};{self.scheme}"
+        return f"{self.normalisation};tok;short{self.short_tokens}u12;word{self.shingle_words};p{self.num_perm};s{self.seed};{self.scheme}"
 
 
-def shingles(text: str, size: int) -> set[bytes]:
-    """Word `size`-grams of the normalised `text`, as bytes (the whole text if it has fewer words)."""
-    words = _WORD.findall(normalise_text(text))
-    if len(words) <= size:
-        return {" ".join(words).encode("utf-8")} if words else set()
-    return {" ".join(words[index : index + size]).encode("utf-8") for index in range(len(words) - size + 1)}
+def tokens(text: str) -> list[str]:
+    """The tokens of the normalised `text`: words and masking placeholders, without punctuation."""
+    return _TOKEN.findall(normalise_text(text))
+
+
+def shingles(text: str, recipe: MinHashRecipe) -> set[bytes]:
+    """The shingles `recipe` makes of `text`, as bytes (see `MinHashRecipe`)."""
+    words = tokens(text)
+    if not words:
+        return set()
+    if len(words) <= recipe.short_tokens:
+        grams = set(words) | {f"{first} {second}" for first, second in pairwise(words)}
+    elif len(words) <= recipe.shingle_words:
+        grams = {" ".join(words)}
+    else:
+        size = recipe.shingle_words
+        grams = {" ".join(words[index : index + size]) for index in range(len(words) - size + 1)}
+    return {gram.encode("utf-8") for gram in grams}
 
 
 def sketch_texts(texts: Iterable[str], recipe: MinHashRecipe) -> list[LeanMinHash]:
     """One LeanMinHash per text, computed with datasketch's bulk API."""
-    shingle_sets = [sorted(shingles(text, recipe.shingle_words)) for text in texts]
+    shingle_sets = [sorted(shingles(text, recipe)) for text in texts]
     sketches = MinHash.bulk(shingle_sets, num_perm=recipe.num_perm, seed=recipe.seed, scheme=recipe.scheme)
     return [LeanMinHash(sketch) for sketch in sketches]
 

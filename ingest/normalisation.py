@@ -15,7 +15,7 @@ import hashlib
 import re
 import unicodedata
 
-NORMALISATION_VERSION = "n2"
+NORMALISATION_VERSION = "n3"
 
 # Order matters: larger structures first, so their digits are not masked piecemeal as numbers.
 _MASKS: list[tuple[re.Pattern[str], str]] = [
@@ -24,8 +24,18 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"<IPV[46]>"), " <ip> "),
     (re.compile(r"```|`|\*\*|__|~~"), " "),  # Markdown emphasis and code fences
     (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"')\]]+", re.IGNORECASE), " <url> "),
+    # File and URL paths of two or more segments (a request path, a cache file): which one varies.
+    (re.compile(r"(?<![\w.:/])/(?:[\w.-]+/)+[\w.-]*"), " <path> "),
+    (re.compile(r"\b[a-z]:\\(?:[^\\\s]+\\)+[^\\\s]*", re.IGNORECASE), " <path> "),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> "),
-    (re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d{1,2}\s+\d{1,2}:\d{2}:\d{2}\b", re.IGNORECASE), " <ts> "),
+    # syslog and ctime stamps, with the weekday and year when present: "Sun Jun 19 04:08:53 2005"
+    (
+        re.compile(
+            r"\b(?:(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d{1,2}\s+\d{1,2}:\d{2}:\d{2}(?:\s+\d{4}\b)?",
+            re.IGNORECASE,
+        ),
+        " <ts> ",
+    ),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> "),
     (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> "),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), " <uuid> "),
@@ -33,6 +43,8 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> "),
     (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> "),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> "),
+    # Host names generated from an address or a serial: 61-220-159-99.hinet-ip.hinet.net, n219076184117.netvigator.com
+    (re.compile(r"\b(?=(?:[a-z-]*\d){4})[a-z0-9-]+(?:\.[a-z][a-z0-9-]*){2,}\b", re.IGNORECASE), " <host> "),
     (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 "),  # host-12.example.com
     (re.compile(r"\b([a-z]+[-_]?)-?\d+\b", re.IGNORECASE), r"\1<n>"),  # node12, worker-3, blk_-123
     (re.compile(r"[-+]?\d+(?:[.,]\d+)*"), " <n> "),

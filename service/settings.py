@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     # there changes the default here; reading them lazily keeps the CLI from importing datasketch.
     dedup_minhash_threshold: float | None = Field(default=None, gt=0, le=1, description="Estimated Jaccard for a near-verbatim duplicate; unset: DedupConfig's.")
     dedup_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase; unset: DedupConfig's.")
+    dedup_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase of a short text; unset: DedupConfig's.")
     curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
@@ -58,6 +59,7 @@ class Settings(BaseSettings):
             defaults,
             minhash_threshold=defaults.minhash_threshold if self.dedup_minhash_threshold is None else self.dedup_minhash_threshold,
             embedding_threshold=defaults.embedding_threshold if self.dedup_embedding_threshold is None else self.dedup_embedding_threshold,
+            short_embedding_threshold=defaults.short_embedding_threshold if self.dedup_short_embedding_threshold is None else self.dedup_short_embedding_threshold,
         )
 
     def sqlite_path(self) -> Path | None:
