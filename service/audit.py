@@ -20,7 +20,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -173,6 +172,3 @@ def list_events(
     next_cursor = _encode_cursor(page[-1].id) if len(rows) > limit and page[-1].id is not None else None
     return AuditPage(events=[to_read(event) for event in page], next_cursor=next_cursor)
 
-
-def count_events(*, session: Session, action: str) -> int:
-    return int(session.exec(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == action)).one())
