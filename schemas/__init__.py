@@ -1,9 +1,11 @@
 """Data contracts: SQLModel tables and pydantic API models. Imports nothing else of goldenset."""
 
 from schemas.audit import AuditEvent
+from schemas.corpus_results import CorpusResult
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemRead, ItemRevision, ItemStatus
+from schemas.probes import Probe
 from schemas.registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
@@ -13,6 +15,7 @@ from schemas.token import ApiToken, Scope
 __all__ = [
     "ApiToken",
     "AuditEvent",
+    "CorpusResult",
     "DedupDecision",
     "Embedding",
     "Endpoint",
@@ -24,6 +27,7 @@ __all__ = [
     "ItemRevision",
     "ItemStatus",
     "Model",
+    "Probe",
     "Release",
     "ReleaseItem",
     "Result",

@@ -18,12 +18,13 @@ from sqlmodel import Session
 
 from curation.embeddings import Encoder
 from schemas.problem import Problem
-from service.api import audit, dedup, evals, health, items, registry, releases, review, runs, sources
+from service.api import audit, dedup, evals, health, items, probes, registry, releases, reports, review, runs, sources
 from service.audit import install_read_audit
 from service.curation import CurationTrigger, DedupReader, get_encoder
 from service.db import make_engine
 from service.logs import request_id_var
 from service.metrics import Metrics
+from service.probe_worker import ProbeWorker
 from service.problems import install_problem_handlers
 from service.settings import Settings, get_settings
 from service.tokens import ensure_bootstrap_admin
@@ -62,6 +63,7 @@ def create_app(
             yield
         finally:
             app.state.pull_executor.shutdown(wait=False, cancel_futures=True)
+            app.state.probe_worker.shutdown()
             app.state.curation_trigger.shutdown()
 
     app = FastAPI(
@@ -74,6 +76,7 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = Metrics()
     app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
+    app.state.probe_worker = ProbeWorker(engine, max_workers=settings.probe_workers)
     app.state.curation_trigger = curation_trigger or CurationTrigger(engine, settings, encoder=app_encoder)
     app.state.dedup_reader = DedupReader(settings, encoder=app_encoder)
     app.state.dedup_semaphore = asyncio.Semaphore(DEDUP_CHECK_CONCURRENCY)
@@ -88,6 +91,8 @@ def create_app(
     app.include_router(registry.router)
     app.include_router(runs.router)
     app.include_router(audit.router)
+    app.include_router(reports.router)
+    app.include_router(probes.router)
     install_read_audit(app)
 
     @app.middleware("http")

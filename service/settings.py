@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     dedup_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase of a short text; unset: DedupConfig's.")
     curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
+    probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
 
     @model_validator(mode="after")
