@@ -22,6 +22,7 @@ from schemas.source import SourceCreate, SourceKind, check_source_name
 from schemas.token import ApiToken
 from service.cli_canary import register as register_canary_commands
 from service.cli_evals import register as register_eval_commands
+from service.cli_evidence import register as register_evidence_commands
 from service.db import make_engine, migrate, write_session
 from service.ingestion import ingest_records
 from service.settings import get_settings
@@ -422,6 +423,7 @@ def source_list() -> None:
 
 register_eval_commands(app)
 register_canary_commands(app)
+register_evidence_commands(app)
 
 if __name__ == "__main__":
     app()
