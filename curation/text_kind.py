@@ -17,9 +17,9 @@ from enum import StrEnum
 _MACHINE_PLACEHOLDERS = re.compile(r"<(?:ip|hex|uuid|ts|url|date|host|path)>")
 _REDACTED = re.compile(r"<[A-Z][A-Z0-9_]*>")  # redaction placeholders such as <EMAIL>: not a sign
 _MACHINE_SIGNS = [
-    re.compile(r"[=_\\\[\]{}|<>]|\w:\S|\(\)"),  # key=value, snake_case, brackets, key:value, call()
-    re.compile(r"\b(?!Mc|Mac)[A-Z][a-z]+[A-Z][a-z]+\w*|\b[a-z]+[A-Z][a-z]+\w*"),  # CamelCase and camelCase identifiers
-    re.compile(r"\b\w+\.\w+\.\w+"),  # dotted names: com.example.Service, a.b.c
+    re.compile(r"[=_\\\[\]{}|<>]|[a-z_]:\S|\(\)", re.IGNORECASE),  # key=value, snake_case, brackets, key:value, call()
+    re.compile(r"\b(?!Mc|Mac)[A-Z][a-z]+[A-Z][a-z]+\w*|\b[a-z]{2,}[A-Z][a-z]+\w*"),  # CamelCase and camelCase identifiers
+    re.compile(r"\b[a-z_]\w*\.[a-z_]\w*\.[a-z_]\w*", re.IGNORECASE),  # dotted names: com.example.Service (not versions: 3.8.2)
     re.compile(r"(?:^|\s)/\w"),  # paths
 ]
 
@@ -31,9 +31,12 @@ class TextKind(StrEnum):
 
 
 def looks_machine_written(text: str, normalised: str) -> bool:
-    """Whether a text (as stored, and as normalised) carries the marks of software output:
-    masked addresses, ids, timestamps, hosts or paths; key=value pairs, brackets, identifiers in
-    CamelCase or snake_case; dotted names."""
+    """Whether a text (as stored, and as normalised) is one line that carries the marks of
+    software output: masked addresses, ids, timestamps, hosts or paths; key=value pairs, brackets,
+    identifiers in CamelCase or snake_case; dotted names. A report with a title and a body is
+    never one, even when it names classes and methods."""
+    if "\n" in text.strip():
+        return False
     if _MACHINE_PLACEHOLDERS.search(normalised):
         return True
     raw = _REDACTED.sub(" ", text)
