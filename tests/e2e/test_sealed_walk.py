@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import date
 from typing import Any
 
 import httpx
@@ -18,13 +19,16 @@ from sqlmodel import Session, select
 from curation.sealing import is_sealed
 from schemas.evals import EvalItem
 from schemas.item import Item
-from schemas.registry import Endpoint, Model
+from schemas.probes import Probe, ProbeCreate
+from schemas.registry import Endpoint, Model, TrainsOnInputs
 from schemas.runs import Run
 from schemas.source import Source
 from service.app import create_app
+from service.probes import execute_probe, prepare_probe
 from service.settings import Settings
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder, ingest_and_curate, kev_records
+from tests.evidence_support import register_model
 from tests.run_support import KEY, auth, register, released_eval, token
 
 
@@ -39,6 +43,7 @@ def _values(engine: Engine) -> dict[str, list[str]]:
         return {
             "item_id": [str(i) for i in session.exec(select(Item.id)).all()],
             "run_id": [str(i) for i in session.exec(select(Run.id)).all()],
+            "probe_id": [str(i) for i in session.exec(select(Probe.id)).all()],
             "/v1/sources/": list(session.exec(select(Source.name)).all()),
             "/v1/models/": list(session.exec(select(Model.name)).all()),
             "/v1/endpoints/": list(session.exec(select(Endpoint.name)).all()),
@@ -94,6 +99,11 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
     assert sealed_read.status_code == 200
     assert httpx.post(f"{url}/v1/evals/ops/runs", json={"model": "m1", "endpoint": "m1-yes"}, headers=reader, timeout=30).status_code == 201
     assert httpx.get(f"{url}/v1/audit", headers=admin, timeout=30).status_code == 200
+    # A finished completion probe of the eval's dev items (its report and chart hold ids and numbers only).
+    register_model(engine, "m-probe", cutoff=date(2024, 3, 1), endpoints={"m-probe-no": TrainsOnInputs.NO})
+    prepared = prepare_probe(engine=engine, data=ProbeCreate(eval="ops", model="m-probe", endpoint="m-probe-no"), actor="test", terms_max_age_days=90)
+    answer = {"choices": [{"message": {"role": "assistant", "content": "a vulnerability"}, "finish_reason": "stop"}]}
+    assert execute_probe(engine, prepared, transport=httpx.MockTransport(lambda _: httpx.Response(200, json=answer))) is not None
 
     with Session(engine) as session:
         members = set(session.exec(select(EvalItem.item_id)).all())
@@ -127,6 +137,7 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     leaked = [secret for secret in secrets if secret and secret in response.text]
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
     # Every GET endpoint answered something; only the admin's audit refused the reader outright.
-    assert {template for template, codes in statuses.items() if 200 not in codes} == {"/v1/audit"}
+    # (The temporal-split report needs `model` and `eval` or `corpus` in the query: 422 without them.)
+    assert {template for template, codes in statuses.items() if 200 not in codes} == {"/v1/audit", "/v1/reports/temporal-split"}
     assert statuses["/v1/evals/{name}/releases/{ref}/items"] >= {200, 403}
     assert requests > 200
