@@ -23,7 +23,7 @@ from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.embeddings import EmbeddingCache, Encoder, Vectors, body_text, title_text
-from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes, tokens
+from curation.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.index import IndexedItem, Neighbour, SimilarityIndex
 from curation.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
@@ -209,25 +209,28 @@ class Deduplicator:
         return _Prepared(candidates, fresh)
 
     def _decide_prepared(self, session: Session, prepared: _Prepared, summary: CurationSummary) -> None:
-        for embedding in prepared.embeddings:
-            session.merge(embedding)
+        # New vectors are new rows: this is the only writer, and lookup returned only keys it did not find.
+        session.add_all(prepared.embeddings)
         ids = [candidate.item.id for candidate in prepared.candidates]
         current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
-        for candidate in prepared.candidates:
-            item = current.get(candidate.item.id)
-            if item is None or (item.revision, item.status) != (candidate.item.revision, candidate.item.status):
-                continue  # changed or removed meanwhile: decided again from its new state
-            item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
-            candidate.item = item
-            self._settle(session, candidate, summary)
+        # Fingerprints of items decided before (a changed item decided again) are updated in place.
+        fingerprints = {fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))}
+        with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
+            for candidate in prepared.candidates:
+                item = current.get(candidate.item.id)
+                if item is None or (item.revision, item.status) != (candidate.item.revision, candidate.item.status):
+                    continue  # changed or removed meanwhile: decided again from its new state
+                item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
+                candidate.item = item
+                self._settle(session, candidate, summary, fingerprints)
 
-    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary) -> None:
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, fingerprints: dict[int, ItemFingerprint]) -> None:
         index = self.index
         assert index is not None
         item = candidate.item
         assert item.id is not None
         if item.status == ItemStatus.REFERENCE.value:
-            self._fingerprint(session, candidate)
+            self._fingerprint(session, candidate, fingerprints)
             self._index(candidate, root=item.id, status=item.status)
             summary.references += 1
             return
@@ -241,7 +244,7 @@ class Deduplicator:
             copied = index.get(verdict.details["matched_item"])
             candidate.body, candidate.title = index.vectors(copied.item_id)
             candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
-        self._fingerprint(session, candidate)
+        self._fingerprint(session, candidate, fingerprints)
         if verdict.status == ItemStatus.UNIQUE.value:
             item.status, item.duplicate_of = verdict.status, None
         elif verdict.stage != DedupStage.EXACT.value and self._is_later(verdict.matched, item) and self._swap(session, item, verdict):
@@ -255,18 +258,17 @@ class Deduplicator:
             self._index(candidate, root=item.duplicate_of or item.id, status=item.status)
         summary.count(verdict)
 
-    def _fingerprint(self, session: Session, candidate: _Candidate) -> None:
-        assert candidate.item.id is not None
-        session.merge(
-            ItemFingerprint(
-                item_id=candidate.item.id,
-                recipe=self.recipe.key,
-                minhash=to_bytes(candidate.sketch),
-                model_id=self.encoder.model_id if candidate.body_key else None,
-                body_key=candidate.body_key,
-                title_key=candidate.title_key,
-            )
-        )
+    def _fingerprint(self, session: Session, candidate: _Candidate, fingerprints: dict[int, ItemFingerprint]) -> None:
+        item_id = candidate.item.id
+        assert item_id is not None
+        fingerprint = fingerprints.get(item_id)
+        if fingerprint is None:
+            fingerprint = fingerprints[item_id] = ItemFingerprint(item_id=item_id, recipe=self.recipe.key, minhash=b"")
+        fingerprint.recipe = self.recipe.key
+        fingerprint.minhash = to_bytes(candidate.sketch)
+        fingerprint.model_id = self.encoder.model_id if candidate.body_key else None
+        fingerprint.body_key, fingerprint.title_key = candidate.body_key, candidate.title_key
+        session.add(fingerprint)
 
     def _index(self, candidate: _Candidate, *, root: int, status: str) -> None:
         assert self.index is not None and candidate.item.id is not None and candidate.body is not None and candidate.title is not None
@@ -286,6 +288,7 @@ class Deduplicator:
         if root.status not in _SWAPPABLE:
             return False
         members = [entry for entry in self.index.items if entry.root == root.item_id]
+        session.flush()  # decisions earlier in the batch are in the database before it is updated
         session.exec(
             update(Item)
             .where(or_(col(Item.id) == root.item_id, col(Item.duplicate_of) == root.item_id))
@@ -340,7 +343,8 @@ class Deduplicator:
         """The kind of an item's text and the body cosine at which it is a paraphrase (None: a
         short machine-written message, which only exact and near-verbatim copies match)."""
         text = dedup_text(title, input_text)
-        kind = text_kind(text, normalise_text(text), len(tokens(text)), short_tokens=self.recipe.short_tokens)
+        normalised = normalise_text(text)
+        kind = text_kind(text, normalised, len(normalised_tokens(normalised)), short_tokens=self.recipe.short_tokens)
         config = self.config
         return kind, {TextKind.LONG: config.embedding_threshold, TextKind.SHORT: config.short_embedding_threshold, TextKind.MACHINE: None}[kind]
 

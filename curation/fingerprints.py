@@ -61,7 +61,12 @@ class MinHashRecipe:
 
 def tokens(text: str) -> list[str]:
     """The tokens of the normalised `text`: words and masking placeholders, without punctuation."""
-    return _TOKEN.findall(normalise_text(text))
+    return normalised_tokens(normalise_text(text))
+
+
+def normalised_tokens(normalised: str) -> list[str]:
+    """`tokens` of a text already normalised."""
+    return _TOKEN.findall(normalised)
 
 
 def shingles(text: str, recipe: MinHashRecipe) -> set[bytes]:
