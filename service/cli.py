@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ingest.connectors.base import ConfigError
@@ -21,9 +19,12 @@ from schemas.problem import IngestSummary
 from schemas.source import SourceCreate, SourceKind, check_source_name
 from schemas.token import ApiToken
 from service.cli_canary import register as register_canary_commands
+from service.cli_common import CLI_ACTOR, err, out
+from service.cli_common import fail as _fail
+from service.cli_common import open_engine as _engine
 from service.cli_evals import register as register_eval_commands
 from service.cli_evidence import register as register_evidence_commands
-from service.db import make_engine, migrate, write_session
+from service.db import write_session
 from service.ingestion import ingest_records
 from service.settings import get_settings
 from service.sources import create_source, get_source, list_sources, set_source_mapping, source_mapping
@@ -40,27 +41,13 @@ app.add_typer(source_app, name="source")
 reference_app = typer.Typer(help="Public reference corpora that candidates are checked against.", no_args_is_help=True)
 app.add_typer(reference_app, name="reference")
 
-out = Console()
-err = Console(stderr=True)
-EXIT_USAGE = 2
 EXIT_REJECTED = 3
 EXIT_AUTH = 4
 EXIT_PULL_FAILED = 5
 EXIT_BUSY = 6
-CLI_ACTOR = "cli"
 MAX_ERRORS_SHOWN = 25
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code)
-
-
-def _engine() -> Engine:
-    """The configured database, migrated to the newest schema."""
-    engine = make_engine(get_settings().database_url)
-    migrate(engine)
-    return engine
 
 
 def _session() -> Session:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
 from rich.table import Table
 from sqlalchemy import select as sa_select
@@ -23,13 +22,10 @@ from sqlmodel import Session, col, select
 from curation.canary import ItemCopy, ScanConfig, ScanIndex, Scanner, ScanReport, WatchedItem, iter_files
 from schemas.evals import Eval, Split
 from schemas.release import Release, ReleaseItem
-from service.db import make_engine, migrate
+from service.cli_common import err, open_engine, out
 from service.evals import CANARY_PREFIX
-from service.settings import get_settings
 
 canary_app = typer.Typer(help="Find leaked evals: canary strings and copies of released items in text dumps.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 EXIT_FOUND = 1
 EXIT_USAGE = 2
 TEXT_FIELDS = ("title", "input", "reference")
@@ -123,8 +119,7 @@ def scan(
 ) -> None:
     """Scan text dumps for evals' canary strings and verbatim or near-verbatim copies of released
     items; report which eval, release and items leaked. Exit 1 when anything is found."""
-    engine = make_engine(get_settings().database_url)
-    migrate(engine)
+    engine = open_engine()
     config = ScanConfig(min_containment=min_containment, min_similarity=min_similarity, canary_prefix=CANARY_PREFIX.strip())
     try:
         index = build_index(engine, evals=eval_names, config=config)

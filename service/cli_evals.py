@@ -11,36 +11,24 @@ from typing import Annotated, Any
 import typer
 import yaml
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
-from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from schemas.evals import ApprovalPolicy, EvalCreate, Split
 from schemas.review import Decision, ReviewDecision
-from service.db import make_engine, migrate, write_session
+from service.cli_common import CLI_ACTOR, err, out
+from service.cli_common import fail as _fail
+from service.cli_common import open_engine as _engine
+from service.db import write_session
 from service.problems import ProblemError
 from service.settings import get_settings
 
 eval_app = typer.Typer(help="Define and list evals.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-CLI_ACTOR = "cli"
-EXIT_USAGE = 2
 EXIT_MISMATCH = 1
 EXIT_BUSY = 6
 EXIT_BUDGET = 7
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code)
-
-
-def _engine() -> Engine:
-    engine = make_engine(get_settings().database_url)
-    migrate(engine)
-    return engine
 
 
 def parse_at(text: str) -> datetime:

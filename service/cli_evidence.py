@@ -16,40 +16,27 @@ from typing import Annotated, Literal
 
 import typer
 from pydantic import SecretStr, ValidationError
-from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
-from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from curation.evidence.wording import p_text
 from schemas.evidence import EvidenceWarning, ProbeReport, TemporalSplitReport
 from schemas.probes import ProbeCreate
-from service.db import make_engine, migrate
+from service.cli_common import CLI_ACTOR, EXIT_USAGE, err, out
+from service.cli_common import fail as _fail
+from service.cli_common import open_engine as _engine
 from service.evidence import temporal_split
 from service.probes import execute_probe, key_variable, prepare_probe, probe_read, require_probe
 from service.problems import ProblemError
 from service.settings import get_settings
 
 report_app = typer.Typer(help="Contamination evidence reports.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-CLI_ACTOR = "cli"
-EXIT_USAGE = 2
 EXIT_REFUSED = 4
 EXIT_FAILED = 5
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code)
-
-
-def _engine() -> Engine:
-    engine = make_engine(get_settings().database_url)
-    migrate(engine)
-    return engine
 
 
 def _chart_format(path: Path) -> Literal["svg", "png"]:
