@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm
+
+from schemas.runs import ScoreInterval
 
 WILSON = "wilson"
 BOOTSTRAP = "bootstrap"
 NONE = "none"
 BOOTSTRAP_RESAMPLES = 5000
 BOOTSTRAP_SEED = 20240601
-
-
-@dataclass(frozen=True)
-class Interval:
-    """Mean and two-sided interval at `confidence`; None for no scores."""
-
-    n: int
-    mean: float | None
-    low: float | None
-    high: float | None
-    confidence: float
-    method: str
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -62,7 +51,7 @@ def bootstrap_interval(scores: Sequence[float], confidence: float = 0.95, *, res
     return float(low), float(high)
 
 
-def summarise(scores: Sequence[float], confidence: float = 0.95) -> Interval:
+def summarise(scores: Sequence[float], confidence: float = 0.95) -> ScoreInterval:
     """The mean of `scores` (each in [0, 1]) with its interval: Wilson when every score is 0 or 1,
     the bootstrap otherwise; no interval for no scores."""
     if not 0 < confidence < 1:
@@ -71,10 +60,10 @@ def summarise(scores: Sequence[float], confidence: float = 0.95) -> Interval:
         raise ValueError("scores must lie in [0, 1]")
     n = len(scores)
     if n == 0:
-        return Interval(0, None, None, None, confidence, NONE)
+        return ScoreInterval(n=0, mean=None, low=None, high=None, confidence=confidence, method=NONE)
     mean = float(math.fsum(scores) / n)
     if all(score in (0.0, 1.0) for score in scores):
         low, high = wilson_interval(int(sum(scores)), n, confidence)
-        return Interval(n, mean, low, high, confidence, WILSON)
+        return ScoreInterval(n=n, mean=mean, low=low, high=high, confidence=confidence, method=WILSON)
     low, high = bootstrap_interval(scores, confidence)
-    return Interval(n, mean, low, high, confidence, BOOTSTRAP)
+    return ScoreInterval(n=n, mean=mean, low=low, high=high, confidence=confidence, method=BOOTSTRAP)

@@ -28,7 +28,7 @@ from schemas.evals import Eval, Split
 from schemas.item import Item
 from schemas.registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem
-from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary, ScoreInterval
+from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary
 from service.db import write_session
 from service.evals import require_eval
 from service.problems import ProblemError
@@ -279,7 +279,7 @@ def run_summary(*, session: Session, run: Run) -> RunSummary:
         **run_read(session, run).model_dump(),
         scored=len(scored),
         remaining=run.item_count - len(scored),
-        score=ScoreInterval(n=interval.n, mean=interval.mean, low=interval.low, high=interval.high, confidence=interval.confidence, method=interval.method),
+        score=interval,
         human_success_mean=sum(human) / len(human) if human else None,
         human_success_n=len(human),
     )
