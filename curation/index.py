@@ -147,6 +147,7 @@ class SimilarityIndex:
         self.hashvalues = _Matrix(recipe.num_perm, values_dtype(recipe).type)
         self.body = _Matrix(dim)
         self.title = _Matrix(dim)
+        self.times = _Matrix(1, np.float64)  # occurred_at (epoch seconds) by position, for `before=`
 
     def __len__(self) -> int:
         return len(self.items)
@@ -179,6 +180,7 @@ class SimilarityIndex:
         self.hashvalues.append(hashvalues)
         self.body.append(body)
         self.title.append(title)
+        self.times.append(np.array([[item.occurred_at] for item in items], dtype=np.float64))
 
     def vectors(self, item_id: int) -> tuple[Vector, Vector]:
         """The body and title vectors stored for an indexed item."""
@@ -224,8 +226,7 @@ class SimilarityIndex:
             if item_id in self.position:
                 scores[self.position[item_id]] = -np.inf
         if before is not None:
-            times = np.fromiter((item.occurred_at for item in self.items), dtype=np.float64, count=len(self.items))
-            scores[times >= before] = -np.inf
+            scores[self.times.view[:, 0] >= before] = -np.inf
         count = min(k, len(scores))
         top = np.argpartition(-scores, count - 1)[:count]
         top = top[np.argsort(-scores[top])]
