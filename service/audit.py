@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from pydantic import TypeAdapter
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -68,7 +69,8 @@ def _release_item_ids(engine: Engine, name: str, ref: str, split: str, occurred_
             return ref, []
         items = select(ReleaseItem.item_id).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split)
         if occurred_after:
-            items = items.where(col(ReleaseItem.occurred_at) >= datetime.fromisoformat(occurred_after.replace("Z", "+00:00")))
+            # Parsed as the route parsed it (it answered 200, so the value is a tz-aware datetime).
+            items = items.where(col(ReleaseItem.occurred_at) >= TypeAdapter(datetime).validate_python(occurred_after))
         return str(release.number), list(session.exec(items).all())
 
 

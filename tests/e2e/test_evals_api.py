@@ -88,6 +88,9 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     after = reader.get("/v1/evals/ops/releases/1/items", params={"occurred_after": "2024-02-20T00:00:00Z"}).json()["items"]
     assert after and all(item["content"]["occurred_at"] >= "2024-02-20" for item in after)
     assert reader.get("/v1/evals/ops/releases/1/items", params={"occurred_after": "2024-02-20T00:00:00"}).status_code == 422
+    # Any form the API accepts (here epoch seconds) is read the same by the read audit.
+    as_epoch = reader.get("/v1/evals/ops/releases/1/items", params={"occurred_after": "1708387200"})
+    assert as_epoch.status_code == 200 and as_epoch.json()["items"] == after
     export = reader.get("/v1/evals/ops/releases/1/export.jsonl")
     lines = export.text.splitlines()
     assert export.headers["content-type"].startswith("application/x-ndjson") and body["canary"] in lines[0]
