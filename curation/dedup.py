@@ -34,6 +34,12 @@ from schemas.item import Item, ItemStatus
 _SWAPPABLE = {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value}
 
 
+def rehash(item: Item) -> None:
+    """Recompute `item.content_hash` when it was made with an older normalisation."""
+    if item.hash_recipe != NORMALISATION_VERSION:
+        item.content_hash, item.hash_recipe = content_hash(item.title, item.input, item.reference), NORMALISATION_VERSION
+
+
 @dataclass(frozen=True)
 class DedupConfig:
     """Decision thresholds (frozen defaults chosen on ../shared/data; see the README's figures).
@@ -185,8 +191,7 @@ class Deduplicator:
         index = self.index
         assert index is not None
         for item in batch:
-            if item.hash_recipe != NORMALISATION_VERSION:
-                item.content_hash, item.hash_recipe = content_hash(item.title, item.input, item.reference), NORMALISATION_VERSION
+            rehash(item)
         sketches = sketch_texts((dedup_text(item.title, item.input) for item in batch), self.recipe)
         candidates = [_Candidate(item, sketch) for item, sketch in zip(batch, sketches, strict=True)]
         # Exact duplicates (of indexed items or of an earlier candidate in this batch) are never embedded.

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from datasketch import LeanMinHash, MinHashLSH
 from numpy.typing import NDArray
-from sqlalchemy import and_, func, or_
+from sqlalchemy import ColumnElement, and_, func, or_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
@@ -119,6 +119,12 @@ def _insert_bands(lsh: MinHashLSH, keys: Sequence[int], hashvalues: NDArray[np.u
     for key, band_keys in zip(keys, zip(*bands, strict=True), strict=True):
         key_lists[key] = list(band_keys)
     return True
+
+
+def made_differently(recipe: MinHashRecipe, model_id: str) -> ColumnElement[bool]:
+    """Fingerprints that cannot share an index built with `recipe` and `model_id`: another
+    recipe, or vectors of another model."""
+    return or_(col(ItemFingerprint.recipe) != recipe.key, and_(col(ItemFingerprint.body_key).is_not(None), col(ItemFingerprint.model_id) != model_id))
 
 
 @contextmanager
@@ -248,7 +254,7 @@ class SimilarityIndex:
         index = cls(recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold)
         decided = col(Item.status) != ItemStatus.CANDIDATE.value
         joined = col(ItemFingerprint.item_id) == col(Item.id)
-        stale_where = or_(col(ItemFingerprint.recipe) != recipe.key, and_(col(ItemFingerprint.body_key).is_not(None), col(ItemFingerprint.model_id) != model_id))
+        stale_where = made_differently(recipe, model_id)
         made_with = (col(ItemFingerprint.recipe), col(ItemFingerprint.model_id))
         stale = session.execute(sa_select(*made_with, func.count()).join(Item, joined).where(decided, stale_where).group_by(*made_with)).all()
         if stale:

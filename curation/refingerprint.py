@@ -14,12 +14,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, func, or_
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from curation.dedup import rehash
 from curation.embeddings import EmbeddingCache, body_text, title_text
 from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes
-from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text
+from curation.index import made_differently
+from ingest.normalisation import dedup_text
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item
 
@@ -30,13 +32,9 @@ class RefingerprintSummary:
     encoded: int = 0
 
 
-def _stale(recipe: MinHashRecipe, model_id: str) -> ColumnElement[bool]:
-    return or_(col(ItemFingerprint.recipe) != recipe.key, and_(col(ItemFingerprint.body_key).is_not(None), col(ItemFingerprint.model_id) != model_id))
-
-
 def stale_count(session: Session, *, recipe: MinHashRecipe, model_id: str) -> int:
     """How many stored fingerprints were made with another recipe or model."""
-    return int(session.exec(select(func.count()).select_from(ItemFingerprint).where(_stale(recipe, model_id))).one())
+    return int(session.exec(select(func.count()).select_from(ItemFingerprint).where(made_differently(recipe, model_id))).one())
 
 
 def refingerprint(
@@ -61,7 +59,7 @@ def refingerprint(
             query = (
                 select(Item, ItemFingerprint)
                 .join(ItemFingerprint, col(ItemFingerprint.item_id) == col(Item.id))
-                .where(_stale(recipe, model_id))
+                .where(made_differently(recipe, model_id))
                 .order_by(col(Item.duplicate_of).is_not(None), col(Item.id))
                 .limit(batch_size)
             )
@@ -70,8 +68,7 @@ def refingerprint(
                 break
             items = [item for item, _ in rows]
             for item in items:
-                if item.hash_recipe != NORMALISATION_VERSION:
-                    item.content_hash, item.hash_recipe = content_hash(item.title, item.input, item.reference), NORMALISATION_VERSION
+                rehash(item)
             sketches = sketch_texts((dedup_text(item.title, item.input) for item in items), recipe)
             originals = _original_keys(reader, items, model_id)
             in_batch = {item.id: item for item in items}

@@ -29,6 +29,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup import CurationSummary, DedupConfig, Deduplicator
 from curation.embeddings import EmbeddingCache, Encoder, SentenceTransformerEncoder, Vectors
+from curation.fingerprints import MinHashRecipe
 from curation.index import SimilarityIndex
 from curation.refingerprint import RefingerprintSummary, refingerprint, stale_count
 from schemas.dedup import DedupDecision, ItemFingerprint
@@ -230,7 +231,7 @@ def run_refingerprint(
     try:
         with exclusive(engine, LOCK_NAME):
             encoder = encoder if encoder is not None else get_encoder(settings)
-            recipe = Deduplicator(encoder=encoder, config=settings.dedup_config()).recipe
+            recipe = MinHashRecipe()  # the recipe every Deduplicator here uses
             with Session(engine) as reader:
                 if stale_count(reader, recipe=recipe, model_id=encoder.model_id) == 0:
                     return RefingerprintSummary()
