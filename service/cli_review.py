@@ -16,11 +16,11 @@ from curation.dedup import Deduplicator
 from curation.index import MixedRecipeError
 from schemas.item import Item
 from schemas.review import Decision, ReviewDecision
+from service.cli_common import CLI_ACTOR
 from service.db import write_session
 from service.review import ReviewRefused, decide, nearest_neighbours, pending_items, review_batch
 from service.settings import get_settings
 
-CLI_ACTOR = "cli"
 EXIT_REFUSED = 3
 EXCERPT = 600
 

@@ -113,8 +113,6 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
             409, "Conflict", f"eval {evaluation.name!r} has releases: its sealed fraction is fixed, so that no item ever moves between the sealed and dev splits"
         )
     merged = {"sources": evaluation.sources, "source_quotas": evaluation.source_quotas} | {key: value for key, value in changes.items() if value is not None}
-    if "schedule" in changes:
-        merged["schedule"] = changes["schedule"]
     _check_settings(session, merged)
     for field, value in changes.items():
         if value is None and field not in ("max_age_days", "earliest_occurred_at", "description"):

@@ -38,6 +38,8 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     assert [entry["name"] for entry in reader.get("/v1/evals").json()] == ["ops"]
     patched = admin.patch("/v1/evals/ops", json={"description": "ops incidents", "target_size": 18})
     assert patched.status_code == 200 and patched.json()["target_size"] == 18
+    unchanged = admin.patch("/v1/evals/ops", json={"schedule": None})  # a null for a required setting leaves it as it is
+    assert unchanged.status_code == 200 and unchanged.json()["schedule"] == patched.json()["schedule"]
 
     # Review: single decisions, problems, and a bulk form that keeps the good decisions.
     assert reader.post(f"/v1/items/{ids['CVE-2024-0001']}/approve").status_code == 403
