@@ -4,6 +4,7 @@ every error (ours, FastAPI's, validation, unexpected) as `application/problem+js
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,6 +26,13 @@ class ProblemError(Exception):
         self.detail = detail
         self.headers = headers
         self.extra = extra
+
+
+def require_aware(value: datetime | None, name: str) -> datetime | None:
+    """`value` unchanged, refusing (422) a date without a time zone; `name` is the field the client gave."""
+    if value is not None and value.tzinfo is None:
+        raise ProblemError(422, "Invalid request", f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    return value
 
 
 def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:

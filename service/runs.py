@@ -31,7 +31,7 @@ from schemas.release import Release, ReleaseItem
 from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary
 from service.db import write_session
 from service.evals import require_eval
-from service.problems import ProblemError
+from service.problems import ProblemError, require_aware
 from service.registry import require_endpoint, require_model
 from service.releases import SealedBudgetExceeded, consume_sealed_read, resolve_release, sealed_reads_used
 
@@ -119,8 +119,7 @@ def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, sc
     404 (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date),
     403 (sealed run refused; `condition` names the failing gate condition)."""
     split = Split(data.split)
-    if data.occurred_after is not None and data.occurred_after.tzinfo is None:
-        raise ProblemError(422, "Invalid request", "occurred_after needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    require_aware(data.occurred_after, "occurred_after")
     with write_session(engine) as session:
         evaluation = require_eval(session=session, name=eval_name)
         release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))

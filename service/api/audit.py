@@ -11,16 +11,10 @@ from schemas.audit import AuditPage
 from service.api.deps import SessionDep
 from service.audit import list_events
 from service.auth import AdminPrincipal
-from service.problems import ProblemError, problem_doc
+from service.problems import ProblemError, problem_doc, require_aware
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 MAX_PAGE = 500
-
-
-def _aware(value: datetime | None, name: str) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise ProblemError(422, "Invalid request", f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    return value
 
 
 @router.get("", response_model=AuditPage, responses=problem_doc(401, 403, 422))
@@ -48,8 +42,8 @@ def audit(
         action=action,
         object_type=object_type,
         object_id=object_id,
-        since=_aware(since, "since"),
-        until=_aware(until, "until"),
+        since=require_aware(since, "since"),
+        until=require_aware(until, "until"),
         sealed_only=sealed,
         limit=limit,
         cursor=cursor,

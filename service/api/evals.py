@@ -12,7 +12,7 @@ from schemas.release import RefreshResult
 from service.api.deps import SessionDep, SettingsDep
 from service.auth import AdminPrincipal, ReadPrincipal
 from service.evals import create_eval, list_evals, require_eval, to_read, update_eval
-from service.problems import ProblemError, problem_doc
+from service.problems import ProblemError, problem_doc, require_aware
 from service.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.releases import summary
 
@@ -58,8 +58,7 @@ def refresh(
     """Write the release of the schedule period holding `at` (201), or return the one that period
     already has (200): one release per period, however often this is called."""
     evaluation = require_eval(session=session, name=name)
-    if at is not None and at.tzinfo is None:
-        raise ProblemError(422, "Invalid request", "at needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    require_aware(at, "at")
     try:
         outcome = refresh_eval(request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60)
     except RefreshBusy as exc:

@@ -23,7 +23,7 @@ from schemas.source import Source
 from service.api.deps import SessionDep
 from service.audit import record_read
 from service.auth import Principal, ReadPrincipal
-from service.problems import ProblemError, problem_doc
+from service.problems import ProblemError, problem_doc, require_aware
 from service.visibility import sealed_item_ids
 
 router = APIRouter(prefix="/v1/items", tags=["items"])
@@ -83,12 +83,6 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         raise ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it") from exc
 
 
-def _aware(value: datetime | None, name: str) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise ProblemError(422, "Invalid request", f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    return value
-
-
 def withheld(request: Request, session: Session, item_ids: list[int]) -> set[int]:
     """Which of `item_ids` must be shown without content (`service.visibility`)."""
     secret_key: str = request.app.state.settings.secret_key.get_secret_value()
@@ -118,9 +112,9 @@ def list_items(
         query = query.where(Source.name == source)
     if status is not None:
         query = query.where(Item.status == status.value)
-    if (after := _aware(occurred_after, "occurred_after")) is not None:
+    if (after := require_aware(occurred_after, "occurred_after")) is not None:
         query = query.where(col(Item.occurred_at) >= after)
-    if (before := _aware(occurred_before, "occurred_before")) is not None:
+    if (before := require_aware(occurred_before, "occurred_before")) is not None:
         query = query.where(col(Item.occurred_at) < before)
     if cursor:
         at, item_id = _decode_cursor(cursor)

@@ -26,7 +26,7 @@ from service.api.deps import SessionDep
 from service.auth import Principal, ReadPrincipal, authenticate
 from service.db import write_session
 from service.evals import require_eval
-from service.problems import ProblemError, problem_doc
+from service.problems import ProblemError, problem_doc, require_aware
 from service.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_lines, list_releases, manifest, released_items, resolve_release
 
 router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
@@ -61,12 +61,6 @@ def _authorize_split(request: Request, split: Split) -> Principal:
     if needed.value not in principal.scopes:
         raise ProblemError(403, "Forbidden", f"the {split.value} split needs the '{needed.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
     return principal
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise ProblemError(422, "Invalid request", "occurred_after needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    return value
 
 
 def _consume(engine: Engine, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
@@ -108,7 +102,7 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     """The items of one split as released (frozen content), newest incident first. `sealed`
     needs the sealed scope and counts as one read against the eval's per-release budget."""
     principal = _authorize_split(request, split)
-    after = _aware(occurred_after)
+    after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     if split is Split.SEALED:
@@ -146,7 +140,7 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
     Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
     principal = _authorize_split(request, split)
-    after = _aware(occurred_after)
+    after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     assert release.id is not None
