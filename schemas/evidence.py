@@ -7,7 +7,7 @@ Every report is evidence about one score for one model, never a verdict: each ca
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime, time
 from enum import StrEnum
 from typing import Literal
 
@@ -16,6 +16,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, fie
 SplitHalfLabel = Literal["before_cutoff", "after_cutoff"]
 MonthHalf = Literal["before_cutoff", "after_cutoff", "straddles_cutoff"]
 ProbeBand = Literal["pre_cutoff", "control"]
+
+
+def cutoff_instant(cutoff: date) -> datetime:
+    """00:00 UTC on `cutoff`: items dated before it are on the pre-cutoff side, the rest after."""
+    return datetime.combine(cutoff, time(0, 0), tzinfo=UTC)
 
 
 class EvidenceWarning(BaseModel):

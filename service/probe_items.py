@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime
 from typing import Any, TypeVar
 
 from sqlmodel import Session, col, select
 
 from schemas.evals import Split
-from schemas.evidence import ProbeItem
+from schemas.evidence import ProbeItem, cutoff_instant
 from schemas.item import Item
 from schemas.release import Release, ReleaseItem
 from schemas.source import Source
@@ -37,10 +37,6 @@ def probe_text(content: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     return text, ()
 
 
-def _cutoff_instant(cutoff: date) -> datetime:
-    return datetime.combine(cutoff, time(0, 0), tzinfo=UTC)
-
-
 def _order(key: str) -> str:
     return hashlib.sha256(f"{SAMPLE_SALT}:{key}".encode()).hexdigest()
 
@@ -53,7 +49,7 @@ def sample_around_cutoff(entries: Sequence[T], *, occurred_at: Callable[[T], dat
     if limit is None or limit >= len(entries):
         chosen = list(entries)
     else:
-        instant = _cutoff_instant(cutoff)
+        instant = cutoff_instant(cutoff)
         before = sorted((entry for entry in entries if occurred_at(entry) < instant), key=lambda entry: _order(key(entry)))
         after = sorted((entry for entry in entries if occurred_at(entry) >= instant), key=lambda entry: _order(key(entry)))
         take_before = min(len(before), max(limit // 2, limit - len(after)))

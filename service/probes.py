@@ -22,21 +22,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 import httpx
 from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.evidence.probe_report import probe_report
+from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS, probe_report
 from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import ProbePlan, SealedItemRefused, plan_probes
 from curation.gate import judge_terms
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, Split
-from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport
+from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, cutoff_instant
 from schemas.probes import Probe, ProbeCreate, ProbeRead, ProbeStatus
 from schemas.registry import Endpoint, Model
 from schemas.release import Release
@@ -99,15 +99,15 @@ def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, c
         plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
     except SealedItemRefused as exc:
         raise ProblemError(409, "Sealed items refused", f"{exc}; nothing was sent") from exc
-    instant = datetime(cutoff.year, cutoff.month, cutoff.day, tzinfo=UTC)
+    instant = cutoff_instant(cutoff)
     before = sum(1 for prompt in plan.prompts if plan.items[prompt.item_id].occurred_at < instant)
     after = len(plan.prompts) - before
-    if before < 1 or after < 2:
+    if before < MIN_PRE_CUTOFF_ITEMS or after < MIN_CONTROL_ITEMS:
         raise ProblemError(
             422,
             "Too few items",
             f"{before} items to probe are dated before the model's training cutoff ({cutoff.isoformat()}) and {after} on or after it; "
-            "the probe compares the two and needs at least 1 before and 2 after (20 or more each to be useful); nothing was sent",
+            f"the probe compares the two and needs at least {MIN_PRE_CUTOFF_ITEMS} before and {MIN_CONTROL_ITEMS} after ({MIN_BAND} or more each to be useful); nothing was sent",
             before=before,
             after=after,
             not_cut=len(plan.not_cut),

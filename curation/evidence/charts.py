@@ -9,7 +9,7 @@ a server's threads). Returns SVG or PNG bytes; the same report gives the same by
 from __future__ import annotations
 
 import io
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 import matplotlib
@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from curation.evidence.wording import p_text, points
-from schemas.evidence import MonthHalf, ProbeReport, SimilarityMetric, TemporalSplitReport
+from schemas.evidence import MonthHalf, ProbeReport, SimilarityMetric, TemporalSplitReport, cutoff_instant
 
 ImageFormat = Literal["svg", "png"]
 
@@ -64,7 +64,7 @@ def _month_middle(month: str) -> float:
 
 
 def _at(day: date) -> float:
-    return _num(datetime.combine(day, time(0, 0), tzinfo=UTC))
+    return _num(cutoff_instant(day))
 
 
 def _date_axis(axes: Axes) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import date
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -20,11 +20,15 @@ from scipy import stats
 
 from curation.evidence.probing import ProbePlan, similarity
 from curation.evidence.wording import evidence_statement, p_text
-from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, SimilarityMetric
+from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, SimilarityMetric, cutoff_instant
 
 FloatArray = NDArray[np.float64]
 
 CONTROL_QUANTILE = 0.95
+MIN_PRE_CUTOFF_ITEMS = 1
+MIN_CONTROL_ITEMS = 2
+"""The fewest answered items in each band for any comparison at all (the control band needs two
+for a spread); below them there is no report."""
 MIN_BAND = 20
 """Below this many items in a band, the control's 95th percentile is its maximum or beyond and the
 U test has little power: the report warns."""
@@ -121,10 +125,6 @@ def length_matched_mann_whitney(pre: FloatArray, control: FloatArray, *, pre_len
     return float(stats.norm.sf(z))
 
 
-def _cutoff_instant(cutoff: date) -> datetime:
-    return datetime.combine(cutoff, time(0, 0), tzinfo=UTC)
-
-
 def probe_report(
     plan: ProbePlan,
     completions: Sequence[ProbeCompletion],
@@ -142,7 +142,7 @@ def probe_report(
     flagged where its length-matched Mann–Whitney p-value is below `alpha`. Raises `ValueError`
     when, after failures, fewer than 1 pre-cutoff or 2 control items are left.
     """
-    instant = _cutoff_instant(cutoff)
+    instant = cutoff_instant(cutoff)
     answered: list[tuple[ProbeItem, int, dict[SimilarityMetric, float]]] = []
     failed = 0
     for completion in completions:
@@ -158,7 +158,7 @@ def probe_report(
     bands: tuple[ProbeBand, ProbeBand] = ("pre_cutoff", "control")
     members = {band: [entry for entry in answered if band_of[entry[0].item_id] == band] for band in bands}
     n_pre, n_control = len(members["pre_cutoff"]), len(members["control"])
-    if n_pre < 1 or n_control < 2:
+    if n_pre < MIN_PRE_CUTOFF_ITEMS or n_control < MIN_CONTROL_ITEMS:
         raise ValueError(
             f"after {failed} failed probes, {n_pre} pre-cutoff and {n_control} control items are left; "
             f"the comparison needs items on both sides of {cutoff.isoformat()} (at least {min_band} each to be useful)"

@@ -12,14 +12,14 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.wording import evidence_statement, p_text, points
-from schemas.evidence import EvidenceWarning, Interval, ItemResult, MonthHalf, MonthlyPoint, SplitHalf, SplitHalfLabel, TemporalSplitReport
+from schemas.evidence import EvidenceWarning, Interval, ItemResult, MonthHalf, MonthlyPoint, SplitHalf, SplitHalfLabel, TemporalSplitReport, cutoff_instant
 
 FloatArray = NDArray[np.float64]
 
@@ -126,10 +126,6 @@ def minimum_detectable_difference(before: FloatArray, after: FloatArray, *, alph
     given these counts and the observed spread (normal approximation: (z₁₋α/₂ + z_power) · SE)."""
     se = math.sqrt(float(np.var(before, ddof=1)) / before.size + float(np.var(after, ddof=1)) / after.size)
     return float((stats.norm.ppf(1.0 - alpha / 2.0) + stats.norm.ppf(power)) * se)
-
-
-def _cutoff_instant(cutoff: date) -> datetime:
-    return datetime.combine(cutoff, time(0, 0), tzinfo=UTC)
 
 
 def _half(label: SplitHalfLabel, results: Sequence[ItemResult]) -> SplitHalf:
@@ -257,7 +253,7 @@ def temporal_split_report(
         if result.item_id in seen:
             raise ValueError(f"item {result.item_id} has two results; give one result per item (average repeated runs first)")
         seen.add(result.item_id)
-    instant = _cutoff_instant(cutoff)
+    instant = cutoff_instant(cutoff)
     before_results = [result for result in results if result.occurred_at < instant]
     after_results = [result for result in results if result.occurred_at >= instant]
     if len(before_results) < 2 or len(after_results) < 2:
