@@ -122,7 +122,7 @@ def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release,
     used up. Concurrent callers are serialised on the release (a row lock on PostgreSQL; SQLite
     callers should use a `write_session`), so the budget is never overrun."""
     session.exec(select(Release.id).where(Release.id == release.id).with_for_update()).first()
-    used = int(session.exec(select(func.count()).select_from(SealedRead).where(SealedRead.release_id == release.id)).one())
+    used = sealed_reads_used(session=session, release=release)
     if used >= evaluation.sealed_read_budget:
         session.add(
             AuditEvent(
@@ -154,6 +154,7 @@ def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release,
 
 
 def sealed_reads_used(*, session: Session, release: Release) -> int:
+    """How many sealed reads and sealed runs the release has served."""
     return int(session.exec(select(func.count()).select_from(SealedRead).where(SealedRead.release_id == release.id)).one())
 
 
