@@ -106,13 +106,14 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     if split is Split.SEALED:
-        _consume(request.app.state.engine, evaluation, release, principal, _split_count(session, release, split, after))
+        items = released_items(session=session, release=release, split=split, occurred_after=after)
+        _consume(request.app.state.engine, evaluation, release, principal, len(items))
         headers = {"Cache-Control": NO_STORE}
     else:
         headers = _cache_headers(ref, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, after.isoformat() if after else ""))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
-    items = released_items(session=session, release=release, split=split, occurred_after=after)
+        items = released_items(session=session, release=release, split=split, occurred_after=after)
     body = ReleaseItems(eval=evaluation.name, release=release.number, split=split.value, canary=release.canary, items=items).model_dump_json()
     return Response(content=body, media_type="application/json", headers=headers)
 
