@@ -31,6 +31,7 @@ from schemas.source import Source, SourceKind
 from service.evals import require_eval
 from service.problems import ProblemError
 from service.registry import require_model
+from service.sources import get_source
 
 REPORT_SEED = 20240101
 """The bootstrap and permutation draws are seeded: the same results always give the same report."""
@@ -39,7 +40,7 @@ HUMAN_SOLVED_SHARE = 0.5
 
 def require_corpus(*, session: Session, name: str) -> Source:
     """The registered public corpus `name` (a reference source), or a 404/422 problem."""
-    source = session.exec(select(Source).where(Source.name == name)).first()
+    source = get_source(session=session, name=name)
     if source is None:
         raise ProblemError(404, "Not Found", f"no public corpus {name!r}; register one with `goldenset reference add {name} FILE --mapping MAPPING`")
     if source.kind != SourceKind.REFERENCE.value:
