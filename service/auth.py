@@ -12,6 +12,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from schemas.common import utcnow
+from schemas.evals import Split
 from schemas.token import ApiToken, Scope, effective_scopes
 from service.crypto import sha256_hex
 from service.problems import ProblemError
@@ -74,6 +75,18 @@ def require(scope: Scope) -> Callable[[Request], Principal]:
 
     dependency.__name__ = f"require_{scope.value}"
     return dependency
+
+
+def authorize_split(request: Request, split: Split, *, run: bool = False) -> Principal:
+    """Authenticate and check the scope the split's content needs: `read` for dev, `sealed` for
+    sealed (403 naming it). `run`: the content asked for is a run's items, not the release's split."""
+    principal = authenticate(request)
+    needed = Scope.SEALED if split is Split.SEALED else Scope.READ
+    if needed.value not in principal.scopes:
+        if run:
+            raise ProblemError(403, "Forbidden", f"the items of a {split.value} run need the '{needed.value}' scope")
+        raise ProblemError(403, "Forbidden", f"the {split.value} split needs the '{needed.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
+    return principal
 
 
 IngestPrincipal = Annotated[Principal, Depends(require(Scope.INGEST))]

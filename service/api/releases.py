@@ -21,9 +21,8 @@ from sqlmodel import Session, select
 
 from schemas.evals import Eval, Split
 from schemas.release import Release, ReleaseItem, ReleaseItems, ReleaseManifest, ReleaseSummary
-from schemas.token import Scope
 from service.api.deps import SessionDep
-from service.auth import Principal, ReadPrincipal, authenticate
+from service.auth import Principal, ReadPrincipal, authorize_split
 from service.db import write_session
 from service.evals import require_eval
 from service.problems import ProblemError, problem_doc, require_aware
@@ -52,15 +51,6 @@ def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
     if wanted and (wanted.strip() == "*" or headers["ETag"] in [tag.strip() for tag in wanted.split(",")]):
         return Response(status_code=304, headers=headers)
     return None
-
-
-def _authorize_split(request: Request, split: Split) -> Principal:
-    """Authenticate and check the scope the split needs: `read` for dev, `sealed` for sealed."""
-    principal = authenticate(request)
-    needed = Scope.SEALED if split is Split.SEALED else Scope.READ
-    if needed.value not in principal.scopes:
-        raise ProblemError(403, "Forbidden", f"the {split.value} split needs the '{needed.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
-    return principal
 
 
 def _consume(engine: Engine, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
@@ -101,7 +91,7 @@ def release_manifest(name: str, ref: str, request: Request, _: ReadPrincipal, se
 def release_items(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
     """The items of one split as released (frozen content), newest incident first. `sealed`
     needs the sealed scope and counts as one read against the eval's per-release budget."""
-    principal = _authorize_split(request, split)
+    principal = authorize_split(request, split)
     after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
@@ -140,7 +130,7 @@ def _stream(engine: Engine, eval_name: str, release_id: int, split: Split, after
 def export(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
     """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
     Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
-    principal = _authorize_split(request, split)
+    principal = authorize_split(request, split)
     after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)

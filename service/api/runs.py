@@ -13,17 +13,19 @@ import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
+from sqlmodel import Session
 
 from schemas.evals import Split
-from schemas.runs import EvalExposure, ItemExposures, ResultRead, ResultsAccepted, ResultsPost, RunCreate, RunItemPage, RunRead, RunStarted, RunSummary
+from schemas.release import Release
+from schemas.runs import EvalExposure, ItemExposures, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItemPage, RunRead, RunStarted, RunSummary
 from schemas.token import Scope
 from service.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from service.audit import record_read
-from service.auth import Principal, ReadPrincipal, authenticate
+from service.auth import Principal, ReadPrincipal, authenticate, authorize_split
 from service.evals import require_eval
 from service.exposure import eval_exposure, item_exposures
 from service.problems import ProblemError, problem_doc
-from service.runs import list_runs, post_results, require_run, results, run_items, run_read, run_summary, start_run
+from service.runs import list_runs, post_results, require_run, results, run_items, run_summary, start_run
 
 router = APIRouter(tags=["runs"])
 MAX_PAGE = 1000
@@ -35,6 +37,12 @@ def _principal_for(request: Request, split: str) -> Principal:
     if split == Split.DEV.value and Scope.READ.value not in principal.scopes:
         raise ProblemError(403, "Forbidden", f"a dev run needs the 'read' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
     return principal
+
+
+def _canary(session: Session, run: Run) -> str:
+    release = session.get(Release, run.release_id)
+    assert release is not None
+    return release.canary
 
 
 def _cursor(value: str | None) -> int | None:
@@ -104,10 +112,7 @@ def items(
     """One page of the run's items, in the order they were served. A sealed run's items need the
     `sealed` scope (the run already took its budget; each read is audited)."""
     run = require_run(session=session, run_id=run_id)
-    principal = authenticate(request)
-    needed = Scope.SEALED if run.split == Split.SEALED.value else Scope.READ
-    if needed.value not in principal.scopes:
-        raise ProblemError(403, "Forbidden", f"the items of a {run.split} run need the '{needed.value}' scope")
+    principal = authorize_split(request, Split(run.split), run=True)
     page, last = run_items(session=session, run=run, after_id=_cursor(cursor), limit=limit)
     sealed = run.split == Split.SEALED.value
     record_read(
@@ -120,7 +125,7 @@ def items(
         item_ids=[item.item_id for item in page],
     )
     next_cursor = base64.urlsafe_b64encode(f"r{last}".encode()).decode().rstrip("=") if last is not None else None
-    return RunItemPage(run_id=run_id, canary=run_read(session, run).canary, items=page, next_cursor=next_cursor)
+    return RunItemPage(run_id=run_id, canary=_canary(session, run), items=page, next_cursor=next_cursor)
 
 
 @router.post("/v1/runs/{run_id}/results", response_model=ResultsAccepted, responses=problem_doc(401, 403, 404, 409, 422))
