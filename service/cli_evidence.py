@@ -28,7 +28,7 @@ from service.cli_common import CLI_ACTOR, EXIT_USAGE, err, out
 from service.cli_common import fail as _fail
 from service.cli_common import open_engine as _engine
 from service.evidence import temporal_split
-from service.probes import execute_probe, key_variable, prepare_probe, probe_read, require_probe
+from service.probes import execute_probe, prepare_probe, probe_read, require_probe
 from service.problems import ProblemError
 from service.settings import get_settings
 
@@ -154,7 +154,7 @@ def probe_command(
     except ProblemError as exc:
         condition = exc.extra.get("condition")
         raise _fail(f"{exc.detail}" + (f" (condition: {condition})" if condition else ""), EXIT_REFUSED if exc.status == 403 else EXIT_USAGE) from exc
-    source = "--api-key-env" if api_key is not None else (key_variable(endpoint) if os.environ.get(key_variable(endpoint)) else "none")
+    source = {"request": "--api-key-env", "environment": prepared.key_variable, "none": "none"}[prepared.api_key_from]
     err.print(f"probe {prepared.probe_id}: {len(prepared.plan.prompts)} items to {endpoint} (API key: {source})", highlight=False)
     stop = threading.Event()
     result: list[ProbeReport | None] = []

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Literal
 
 import httpx
 from pydantic import SecretStr
@@ -57,6 +58,7 @@ STALE_AFTER = timedelta(minutes=15)
 PROGRESS_INTERVAL_SECONDS = 1.0
 
 Progress = Callable[[int, int], None]
+ApiKeyFrom = Literal["request", "environment", "none"]
 
 
 class ProbeStopped(Exception):
@@ -80,6 +82,9 @@ class PreparedProbe:
     model: str
     cutoff: date
     data: ProbeCreate
+    api_key_from: ApiKeyFrom
+    key_variable: str
+    """The environment variable the key is read from when the request brings none."""
 
 
 def _refuse(session: Session, evaluation: Eval, endpoint: Endpoint, actor: str, condition: str, detail: str) -> ProblemError:
@@ -127,6 +132,9 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         endpoint = require_endpoint(session=session, name=data.endpoint)
         if endpoint.model_id != model.id:
             raise ProblemError(422, "Invalid request", f"endpoint {endpoint.name!r} does not serve model {model.name!r}; register an endpoint for it")
+        variable = key_variable(endpoint.name)
+        env_key = environ.get(variable)
+        api_key_from: ApiKeyFrom = "request" if data.api_key else ("environment" if env_key else "none")
         cutoff = require_cutoff(model)
         evaluation: Eval | None = None
         release: Release | None = None
@@ -173,7 +181,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
             run_id=run_id,
             dataset=dataset,
             split=split,
-            settings={**settings, "api_key_from": "request" if data.api_key else ("environment" if key_variable(endpoint.name) in environ else "none")},
+            settings={**settings, "api_key_from": api_key_from},
             item_ids=item_ids,
             total=len(plan.prompts),
             actor=actor,
@@ -186,7 +194,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         details = {**target, "endpoint": endpoint.name, "run_id": run_id}
         session.add(AuditEvent(actor=actor, action="probe.start", object_type="probe", object_id=str(probe.id), count=len(item_ids), details=details))
         session.commit()
-        api_key = data.api_key or (SecretStr(environ[key_variable(endpoint.name)]) if environ.get(key_variable(endpoint.name)) else None)
+        api_key = data.api_key or (SecretStr(env_key) if env_key else None)
         target_endpoint = ProbeEndpoint(
             base_url=endpoint.base_url,
             model=data.remote_model or model.name,
@@ -195,7 +203,9 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
             timeout_seconds=data.timeout_seconds,
             max_attempts=data.max_attempts,
         )
-        return PreparedProbe(probe_id=probe.id, plan=plan, endpoint=target_endpoint, model=model.name, cutoff=cutoff, data=data)
+        return PreparedProbe(
+            probe_id=probe.id, plan=plan, endpoint=target_endpoint, model=model.name, cutoff=cutoff, data=data, api_key_from=api_key_from, key_variable=variable
+        )
 
 
 class _StoppableTransport(httpx.BaseTransport):
