@@ -29,8 +29,7 @@ from schemas.dedup import DedupCheck, DedupCheckResult, Embedding, ItemFingerpri
 from schemas.item import Item, ItemStatus
 from schemas.source import Source
 from service.api.deps import SessionDep
-from service.api.items import require_item
-from service.audit import record_read
+from service.api.items import audit_read, require_item, secret_key
 from service.auth import Principal, ReadPrincipal
 from service.curation import DedupReader
 from service.problems import ProblemError, problem_doc
@@ -80,16 +79,9 @@ def _reads(session: Session, ranked: Sequence[Similar], secret_key: str) -> list
     return reads
 
 
-def _secret_key(request: Request) -> str:
-    key: str = request.app.state.settings.secret_key.get_secret_value()
-    return key
-
-
 def _audit(request: Request, principal: Principal, action: str, reads: Sequence[SimilarRead]) -> None:
     """Audit a response that showed the titles of `reads` (sealed ones were withheld)."""
-    endpoint = f"{request.method} {request.url.path}"
-    shown = [read.id for read in reads if not read.sealed]
-    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=endpoint, object_type="item", object_id=None, item_ids=shown)
+    audit_read(request, principal, [read.id for read in reads if not read.sealed], action)
 
 
 def _stored_vectors(session: Session, item: Item, fingerprint: ItemFingerprint, index: SimilarityIndex) -> tuple[Vectors, Vectors]:
@@ -128,7 +120,7 @@ def similar(
     ranked = rank_similar(
         session, index, text=dedup_text(item.title, item.input), body=body, title=title, sketch=sketch, k=k, before=item.occurred_at.timestamp(), exclude=[item_id]
     )
-    reads = _reads(session, ranked, _secret_key(request))
+    reads = _reads(session, ranked, secret_key(request))
     _audit(request, principal, "item.similar_read", reads)
     return reads
 
@@ -175,6 +167,6 @@ async def check(
     most similar items. Nothing is stored. The text is embedded in a worker thread, a few
     requests at a time."""
     async with request.app.state.dedup_semaphore:
-        result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, _secret_key(request))
+        result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key(request))
     await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)
     return result

@@ -83,15 +83,21 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         raise ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it") from exc
 
 
+def secret_key(request: Request) -> str:
+    """The server's secret key (it decides, with each eval's seal key, which items are sealed)."""
+    key: str = request.app.state.settings.secret_key.get_secret_value()
+    return key
+
+
 def withheld(request: Request, session: Session, item_ids: list[int]) -> set[int]:
     """Which of `item_ids` must be shown without content (`service.visibility`)."""
-    secret_key: str = request.app.state.settings.secret_key.get_secret_value()
-    return sealed_item_ids(session=session, item_ids=item_ids, secret_key=secret_key)
+    return sealed_item_ids(session=session, item_ids=item_ids, secret_key=secret_key(request))
 
 
 def audit_read(request: Request, principal: Principal, item_ids: list[int], action: str = "item.read") -> None:
     """Audit a response that served the content of `item_ids` (none: nothing to audit)."""
-    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=f"GET {request.url.path}", object_type="item", object_id=None, item_ids=item_ids)
+    endpoint = f"{request.method} {request.url.path}"
+    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=endpoint, object_type="item", object_id=None, item_ids=item_ids)
 
 
 @router.get("", response_model=ItemPage, responses=problem_doc(401, 403, 422))
