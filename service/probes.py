@@ -256,14 +256,14 @@ def execute_probe(
         with httpx.Client(transport=_StoppableTransport(transport or httpx.HTTPTransport(), stop)) as client:
             completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, progress=on_progress)
         report = probe_report(prepared.plan, completions, cutoff=prepared.cutoff, model=prepared.model, alpha=prepared.data.alpha, primary_metric=prepared.data.primary_metric)
-    except ProbeStopped:
-        _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error="interrupted: the service stopped while probing; start the probe again", finished_at=utcnow())
-        return None
-    except ValueError as exc:
-        _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error=f"no report: {exc}", finished_at=utcnow())
-        return None
     except Exception as exc:  # a background job records every failure rather than losing it
-        _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error=f"the probe failed ({type(exc).__name__}): {exc}", finished_at=utcnow())
+        if isinstance(exc, ProbeStopped):
+            error = "interrupted: the service stopped while probing; start the probe again"
+        elif isinstance(exc, ValueError):
+            error = f"no report: {exc}"
+        else:
+            error = f"the probe failed ({type(exc).__name__}): {exc}"
+        _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error=error, finished_at=utcnow())
         return None
     _update(engine, prepared.probe_id, status=ProbeStatus.DONE.value, report=report.model_dump(mode="json"), done=len(completions), finished_at=utcnow(), heartbeat_at=utcnow())
     return report
