@@ -17,7 +17,7 @@ accepted without change. Any other error raises `GoldensetError` with the proble
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
@@ -29,7 +29,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from schemas.evals import EvalCreate, EvalRead
 from schemas.registry import EndpointCreate, EndpointRead, ModelCreate, ModelRead
 from schemas.release import RefreshResult, ReleaseManifest, ReleaseSummary
-from schemas.runs import EvalExposure, ItemExposures, ResultIn, ResultRead, ResultsAccepted, RunCreate, RunItemPage, RunItemRead, RunRead, RunStarted, RunSummary
+from schemas.runs import EvalExposure, ItemExposures, ResultIn, ResultRead, ResultsAccepted, ResultsPost, RunCreate, RunItemPage, RunItemRead, RunRead, RunStarted, RunSummary
 
 T = TypeVar("T")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -80,7 +80,6 @@ class Client:
             raise ValueError("a token is needed: create one with `goldenset token create --scopes read`")
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout, transport=transport)
         self._retries = retries
-        self._backoff = backoff
         self._max_backoff = max_backoff
         self._exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
 
@@ -197,7 +196,8 @@ class Client:
             raise ValueError("no results to post")
         answer: ResultsAccepted | None = None
         for start in range(0, len(pending), batch):
-            body = _Results(results=pending[start : start + batch])
+            # Not validated here: the server judges the batch (a problem document, as for any call).
+            body = ResultsPost.model_construct(results=pending[start : start + batch])
             answer = self._post(f"/v1/runs/{run_id}/results", body, ResultsAccepted)
         assert answer is not None
         return answer
@@ -216,7 +216,3 @@ class Client:
 
     def eval_exposure(self, eval_name: str) -> EvalExposure:
         return self._get(f"/v1/evals/{quote(eval_name)}/exposure", EvalExposure)
-
-
-class _Results(BaseModel):
-    results: Sequence[ResultIn]
