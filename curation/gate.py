@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-TRAINS_YES = "yes"
-TRAINS_NO = "no"
-TRAINS_UNKNOWN = "unknown"
+from schemas.registry import TrainsOnInputs
 
 
 class GateCondition(StrEnum):
@@ -53,9 +51,9 @@ class GateDecision:
 def exposes(trains_on_inputs: str) -> bool:
     """True when items sent to an endpoint with these terms must be treated as exposed: the
     provider trains on inputs, or nobody knows whether it does."""
-    if trains_on_inputs not in (TRAINS_YES, TRAINS_NO, TRAINS_UNKNOWN):
+    if trains_on_inputs not in tuple(TrainsOnInputs):
         raise ValueError(f"trains_on_inputs must be yes, no or unknown, not {trains_on_inputs!r}")
-    return trains_on_inputs != TRAINS_NO
+    return trains_on_inputs != TrainsOnInputs.NO
 
 
 def judge_terms(*, endpoint: str, trains_on_inputs: str, terms_checked_at: datetime | None, now: datetime, terms_max_age_days: int) -> GateDecision:
@@ -65,11 +63,11 @@ def judge_terms(*, endpoint: str, trains_on_inputs: str, terms_checked_at: datet
     if now.tzinfo is None or (terms_checked_at is not None and terms_checked_at.tzinfo is None):
         raise ValueError("the gate compares tz-aware datetimes only")
     name = endpoint
-    if trains_on_inputs == TRAINS_YES:
+    if trains_on_inputs == TrainsOnInputs.YES:
         return GateDecision(
             False, GateCondition.TRAINS_ON_INPUTS, f"endpoint {name!r} trains on its inputs: sealed items never go there; use an endpoint whose terms say it does not"
         )
-    if trains_on_inputs != TRAINS_NO:
+    if trains_on_inputs != TrainsOnInputs.NO:
         return GateDecision(
             False,
             GateCondition.TERMS_UNKNOWN,
