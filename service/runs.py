@@ -12,9 +12,10 @@ sealed-read budget (`service.releases.consume_sealed_read`, race-safe) before it
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -235,7 +236,7 @@ def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str) -
     not in the run or given twice, 409 naming items already scored differently. Commits."""
     assert run.id is not None
     wanted = [entry.item_id for entry in data.results]
-    twice = sorted({item_id for item_id in wanted if wanted.count(item_id) > 1}) if len(set(wanted)) != len(wanted) else []
+    twice = sorted(item_id for item_id, times in Counter(wanted).items() if times > 1)
     if twice:
         raise ProblemError(422, "Invalid request", f"items given more than once: {_named(twice)}", item_ids=twice)
     in_run = set(session.exec(select(RunItem.item_id).where(RunItem.run_id == run.id, col(RunItem.item_id).in_(wanted))).all())
@@ -254,7 +255,7 @@ def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str) -
         details = {"item_ids": sorted(entry.item_id for entry in fresh)}
         session.add(AuditEvent(actor=actor, action="run.results", object_type="run", object_id=str(run.id), count=len(fresh), details=details))
     session.commit()
-    scored = len(session.exec(select(Result.id).where(Result.run_id == run.id)).all())
+    scored = int(session.exec(select(func.count()).select_from(Result).where(Result.run_id == run.id)).one())
     return ResultsAccepted(run_id=run.id, stored=len(fresh), unchanged=len(data.results) - len(fresh), scored=scored, remaining=run.item_count - scored)
 
 
