@@ -31,6 +31,16 @@ def require_endpoint(*, session: Session, name: str) -> Endpoint:
     return found
 
 
+def require_serving_endpoint(*, session: Session, model: str, endpoint: str) -> tuple[Model, Endpoint]:
+    """The registered model and endpoint by name (404 for either missing), refusing (422) an
+    endpoint that serves another model."""
+    found_model = require_model(session=session, name=model)
+    found_endpoint = require_endpoint(session=session, name=endpoint)
+    if found_endpoint.model_id != found_model.id:
+        raise ProblemError(422, "Invalid request", f"endpoint {found_endpoint.name!r} does not serve model {found_model.name!r}; register an endpoint for it")
+    return found_model, found_endpoint
+
+
 def model_read(model: Model) -> ModelRead:
     assert model.id is not None
     return ModelRead.model_validate(model, from_attributes=True)

@@ -33,7 +33,7 @@ from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, 
 from service.db import write_session
 from service.evals import require_eval
 from service.problems import ProblemError, require_aware
-from service.registry import require_endpoint, require_model
+from service.registry import require_serving_endpoint
 from service.releases import SealedBudgetExceeded, consume_sealed_read, resolve_release, sealed_reads_used
 
 MAX_NAMED = 50
@@ -124,10 +124,7 @@ def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, sc
     with write_session(engine) as session:
         evaluation = require_eval(session=session, name=eval_name)
         release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
-        model = require_model(session=session, name=data.model)
-        endpoint = require_endpoint(session=session, name=data.endpoint)
-        if endpoint.model_id != model.id:
-            raise ProblemError(422, "Invalid request", f"endpoint {endpoint.name!r} does not serve model {model.name!r}; register an endpoint for it")
+        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
         if (found := _existing(session, actor, idempotency_key)) is not None:
             if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, split.value):
                 raise ProblemError(422, "Invalid request", f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key")
