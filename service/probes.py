@@ -48,7 +48,7 @@ from service.evals import require_eval
 from service.evidence import require_corpus, require_cutoff
 from service.probe_items import corpus_probe_items, eval_probe_items
 from service.problems import ProblemError
-from service.registry import require_endpoint, require_model
+from service.registry import require_serving_endpoint
 from service.releases import resolve_release
 from service.runs import _write_run  # the dev-run writer: ledger rows, exposure marks and audit in one transaction
 
@@ -128,10 +128,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
     endpoint's terms fail the gate; `condition` names which), 409 (a sealed item reached the plan)."""
     environ = os.environ if environ is None else environ
     with write_session(engine) as session:
-        model = require_model(session=session, name=data.model)
-        endpoint = require_endpoint(session=session, name=data.endpoint)
-        if endpoint.model_id != model.id:
-            raise ProblemError(422, "Invalid request", f"endpoint {endpoint.name!r} does not serve model {model.name!r}; register an endpoint for it")
+        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
         variable = key_variable(endpoint.name)
         env_key = environ.get(variable)
         api_key_from: ApiKeyFrom = "request" if data.api_key else ("environment" if env_key else "none")
