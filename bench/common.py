@@ -12,8 +12,8 @@ from sqlmodel import Session, select
 from ingest.mapping import Mapping, parse_mapping
 from ingest.readers import RawRecord
 from schemas.source import Source
-from service.db import make_engine, migrate, write_session
-from service.ingestion import ingest_records
+from service.core.db import make_engine, migrate, write_session
+from service.sources.ingestion import ingest_records
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("GOLDENSET_DATA", ROOT.parent / "shared" / "data"))

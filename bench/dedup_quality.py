@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlmodel import select
 
 from bench.common import DATA, ROOT, database, ingest, session
-from curation.dedup import DedupConfig, Deduplicator
-from curation.embeddings import SentenceTransformerEncoder, body_text, title_text
-from curation.fingerprints import from_bytes
-from curation.similarity import rank_similar
-from curation.text_kind import TextKind
+from curation.dedup.deduplicator import DedupConfig, Deduplicator
+from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, title_text
+from curation.dedup.fingerprints import from_bytes
+from curation.dedup.similarity import rank_similar
+from curation.dedup.text_kind import TextKind
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
 from schemas.dedup import Embedding, ItemFingerprint
@@ -84,6 +84,7 @@ def curate(engine: Any, dedup: Deduplicator) -> float:
     with session(engine) as db:
         dedup.load(db)
         dedup.curate(db)
+        db.commit()
     return time.perf_counter() - started
 
 
@@ -205,6 +206,7 @@ def sts(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
     with session(engine) as db:
         dedup.load(db)
         dedup.curate(db)
+        db.commit()
     loaded = Loaded(engine, "S", dedup)
     config = dedup.config
     rules = {
@@ -284,6 +286,7 @@ def loghub(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
     with session(engine) as db:
         dedup.load(db)
         dedup.curate(db)
+        db.commit()
     for system in systems:
         rows = list(csv.DictReader((DATA / "loghub_2k" / system / f"{system}_2k.log_structured.csv").open(encoding="utf-8")))
         loaded = Loaded(engine, f"L{system}-", dedup)

@@ -26,10 +26,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT, database, ingest, session
-from curation.dedup import Deduplicator
-from curation.embeddings import SentenceTransformerEncoder, body_text, text_hash
-from curation.fingerprints import MinHashRecipe, sketch_texts, to_bytes
-from curation.index import SimilarityIndex
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, text_hash
+from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
+from curation.dedup.index import SimilarityIndex
 from ingest.mapping import load_mapping
 from schemas.common import utcnow
 from schemas.dedup import Embedding, ItemFingerprint
@@ -55,6 +55,7 @@ def pipeline(workdir: Path, name: str, records: list[dict[str, object]], encoder
         dedup = Deduplicator(encoder=encoder)
         dedup.load(db)
         dedup.curate(db)
+        db.commit()
     return time.perf_counter() - started
 
 

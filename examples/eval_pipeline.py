@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from schemas.evals import EvalCreate
-from schemas.registry import EndpointCreate, ModelCreate, TrainsOnInputs
+from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.runs import ResultIn
 from service.client import Client, GoldensetError
 

@@ -5,8 +5,8 @@ from schemas.corpus_results import CorpusResult
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemRead, ItemRevision, ItemStatus
+from schemas.model_registry import Endpoint, Model
 from schemas.probes import Probe
-from schemas.registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
 from schemas.source import Source, SourceKind

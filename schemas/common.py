@@ -1,14 +1,19 @@
-"""Column types and helpers shared by every table: tz-aware UTC timestamps and portable JSON."""
+"""Column types and helpers shared by every table: tz-aware UTC timestamps, portable JSON, and
+turning a row into the API model that shows it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import JSON, DateTime
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
+from sqlmodel import SQLModel
+
+ReadT = TypeVar("ReadT", bound=BaseModel)
 
 
 def utcnow() -> datetime:
@@ -48,3 +53,10 @@ class UTCDateTime(TypeDecorator[datetime]):
 def json_column_type() -> Any:
     """JSON on SQLite, JSONB on PostgreSQL."""
     return JSON().with_variant(JSONB(), "postgresql")
+
+
+def read_model(shape: type[ReadT], row: SQLModel, **fields: Any) -> ReadT:
+    """`row` as the API model `shape`: the row's fields by name, then `fields` (names looked up in
+    other tables, values computed for the reader) added or replacing them. Row fields the API
+    model does not declare are left out; a field it declares and nobody gives fails validation."""
+    return shape.model_validate({**row.model_dump(), **fields})

@@ -19,7 +19,7 @@ class Release(SQLModel, table=True):
     The unique `(eval_id, period_start)` pair makes a refresh exactly-once per period. `diff`
     holds `added` item ids and `retired` entries (`item_id`, `reason`) relative to the release
     before it. `dev_root` and `sealed_root` are the Merkle roots of each split
-    (`curation.releases.merkle_root`)."""
+    (`curation.releases.content.merkle_root`)."""
 
     __table_args__ = (
         UniqueConstraint("eval_id", "period_start", name="uq_release_eval_period"),

@@ -55,7 +55,7 @@ class SourceBase(SQLModel):
 
 class Source(SourceBase, table=True):
     """A named origin of items. `mapping` turns its raw records into items; `webhook_secret` is stored
-    encrypted (see service.crypto) and never returned after creation."""
+    encrypted (see service.core.crypto) and never returned after creation."""
 
     id: int | None = Field(default=None, primary_key=True)
     mapping: dict[str, Any] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))

@@ -59,13 +59,3 @@ class ApiToken(SQLModel, table=True):
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
-
-
-class ApiTokenRead(SQLModel):
-    id: int
-    name: str
-    prefix: str
-    scopes: list[str]
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None

@@ -16,18 +16,26 @@ from fastapi.openapi.utils import get_openapi
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.embeddings import Encoder
+from curation.dedup.embeddings import Encoder
 from schemas.problem import Problem
-from service.api import audit, dedup, evals, health, items, probes, registry, releases, reports, review, runs, sources
-from service.audit import install_read_audit
-from service.curation import CurationTrigger, DedupReader, get_encoder
-from service.db import make_engine
-from service.logs import request_id_var
-from service.metrics import Metrics
-from service.probe_worker import ProbeWorker
-from service.problems import install_problem_handlers
-from service.settings import Settings, get_settings
-from service.tokens import ensure_bootstrap_admin
+from service.core import routes as core_routes
+from service.core.audit import install_read_audit
+from service.core.db import make_engine
+from service.core.logs import request_id_var
+from service.core.metrics import Metrics
+from service.core.problems import install_problem_handlers
+from service.core.settings import Settings, get_settings
+from service.core.tokens import ensure_bootstrap_admin
+from service.dedup import routes as dedup_routes
+from service.dedup.encoder import get_encoder
+from service.dedup.reader import DedupReader
+from service.dedup.runner import CurationTrigger
+from service.evals import routes as eval_routes
+from service.evidence import routes as evidence_routes
+from service.evidence.probe_worker import ProbeWorker
+from service.items import routes as item_routes
+from service.runs import routes as run_routes
+from service.sources import routes as source_routes
 
 access_log = logging.getLogger("goldenset.access")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -81,18 +89,8 @@ def create_app(
     app.state.dedup_reader = DedupReader(settings, encoder=app_encoder)
     app.state.dedup_semaphore = asyncio.Semaphore(DEDUP_CHECK_CONCURRENCY)
     install_problem_handlers(app)
-    app.include_router(health.router)
-    app.include_router(sources.router)
-    app.include_router(items.router)
-    app.include_router(dedup.router)
-    app.include_router(review.router)
-    app.include_router(evals.router)
-    app.include_router(releases.router)
-    app.include_router(registry.router)
-    app.include_router(runs.router)
-    app.include_router(audit.router)
-    app.include_router(reports.router)
-    app.include_router(probes.router)
+    for routes in (core_routes, source_routes, item_routes, dedup_routes, eval_routes, run_routes, evidence_routes):
+        app.include_router(routes.router)
     install_read_audit(app)
 
     @app.middleware("http")

@@ -27,7 +27,7 @@ from pydantic import BaseModel, TypeAdapter
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from schemas.evals import EvalCreate, EvalRead
-from schemas.registry import EndpointCreate, EndpointRead, ModelCreate, ModelRead
+from schemas.model_registry import EndpointCreate, EndpointRead, ModelCreate, ModelRead
 from schemas.release import RefreshResult, ReleaseManifest, ReleaseSummary
 from schemas.runs import EvalExposure, ItemExposures, ResultIn, ResultRead, ResultsAccepted, ResultsPost, RunCreate, RunItemPage, RunItemRead, RunRead, RunStarted, RunSummary
 

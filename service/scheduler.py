@@ -23,17 +23,17 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.periods import cron_trigger, period_at
+from curation.releases.periods import cron_trigger, period_at
 from ingest.connectors.base import ConnectorError
 from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.release import Release
 from schemas.source import Source, SourceStatus
-from service.curation import CurationBusy, run_curation
-from service.pulls import PullRefused, pull_source
-from service.refresh import RefreshBusy, RefreshError, refresh_eval
-from service.settings import Settings
-from service.sources import PLAIN_KINDS
+from service.core.settings import Settings
+from service.dedup.runner import CurationBusy, run_curation
+from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
+from service.sources.definitions import PLAIN_KINDS
+from service.sources.pulls import PullRefused, pull_source
 
 logger = logging.getLogger("goldenset.scheduler")
 SYNC_JOB_ID = "sync-source-jobs"

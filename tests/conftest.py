@@ -26,9 +26,9 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session
 
 from service.app import create_app
-from service.db import make_engine, migrate
-from service.settings import Settings
-from service.tokens import create_token
+from service.core.db import make_engine, migrate
+from service.core.settings import Settings
+from service.core.tokens import create_token
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

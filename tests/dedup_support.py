@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from curation.embeddings import Encoder, Vectors
+from curation.dedup.embeddings import Encoder, Vectors
 from ingest.mapping import Mapping, load_mapping
 from ingest.readers import iter_jsonl
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate
-from service.curation import get_encoder
-from service.db import write_session
-from service.ingestion import ingest_records
-from service.settings import Settings
-from service.sources import create_source, get_source
+from service.core.db import write_session
+from service.core.settings import Settings
+from service.dedup.encoder import get_encoder
+from service.sources.definitions import create_source, get_source
+from service.sources.ingestion import ingest_records
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPORTS = REPO_ROOT.parent / "shared" / "data" / "gitbugs_hadoop" / "reports.jsonl"

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from curation.dedup import DedupConfig, Deduplicator
-from curation.embeddings import Vectors
-from service.db import write_session
+from curation.dedup.deduplicator import DedupConfig, Deduplicator
+from curation.dedup.embeddings import Vectors
+from service.core.db import write_session
 from tests.dedup_support import KEV_MAPPING, ingest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

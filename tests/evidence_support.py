@@ -10,11 +10,11 @@ from sqlalchemy.engine import Engine
 
 from ingest.mapping import load_mapping
 from schemas.common import utcnow
-from schemas.registry import EndpointCreate, ModelCreate, TrainsOnInputs
+from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.source import SourceCreate
-from service.db import write_session
-from service.registry import create_endpoint, create_model
-from service.sources import create_source
+from service.core.db import write_session
+from service.runs.model_registry import create_endpoint, create_model
+from service.sources.definitions import create_source
 from tests.dedup_support import KEV_MAPPING, ingest
 
 

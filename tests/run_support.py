@@ -11,13 +11,13 @@ from sqlmodel import Session, col, select
 
 from schemas.common import utcnow
 from schemas.evals import EvalCreate, Split
-from schemas.registry import EndpointCreate, ModelCreate, TrainsOnInputs
+from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.release import Release, ReleaseItem
-from service.db import write_session
-from service.evals import create_eval
-from service.refresh import refresh_eval
-from service.registry import create_endpoint, create_model
-from service.tokens import create_token
+from service.core.db import write_session
+from service.core.tokens import create_token
+from service.evals.definitions import create_eval
+from service.evals.refresh import refresh_eval
+from service.runs.model_registry import create_endpoint, create_model
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import ingest_and_curate, kev_records
 

@@ -10,7 +10,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from schemas.item import Item
-from service.webhooks import SIGNATURE_HEADER, sign
+from service.sources.webhooks import SIGNATURE_HEADER, sign
 from tests.conftest import LiveServer
 
 PROBLEM = "application/problem+json"
@@ -66,7 +66,7 @@ def test_missing_scope_is_403_naming_it(live_server: LiveServer) -> None:
 
 def test_revoked_token_is_refused(live_server: LiveServer) -> None:
     from schemas.token import ApiToken
-    from service.tokens import revoke_token
+    from service.core.tokens import revoke_token
 
     token = live_server.token("read", name="soon-revoked")
     headers = {"Authorization": f"Bearer {token}"}

@@ -14,9 +14,9 @@ from sqlmodel import Session, select
 
 from schemas.token import ApiToken
 from service.app import create_app
-from service.logs import configure_logging
-from service.settings import Settings
-from service.tokens import BOOTSTRAP_TOKEN_NAME, ensure_bootstrap_admin
+from service.core.logs import configure_logging
+from service.core.settings import Settings
+from service.core.tokens import BOOTSTRAP_TOKEN_NAME, ensure_bootstrap_admin
 from tests.conftest import LiveServer
 
 ADMIN_TOKEN = "bootstrap-admin-token-0123456789abcdef0123"

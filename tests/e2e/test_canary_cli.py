@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from schemas.evals import Eval
 from schemas.release import ReleaseItem
 from service.cli import app
-from service.settings import get_settings
+from service.core.settings import get_settings
 from tests.conftest import TEST_SECRET_KEY
 from tests.run_support import released_eval
 

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 from schemas.item import Item
 from schemas.source import Source
 from schemas.token import ApiToken
-from service.crypto import sha256_hex
+from service.core.crypto import sha256_hex
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENSET = [sys.executable, "-m", "service.cli"]

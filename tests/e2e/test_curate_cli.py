@@ -15,16 +15,17 @@ from typer.testing import CliRunner, Result
 
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item
-from service.cli import EXIT_BUSY, app
-from service.locks import exclusive
-from service.settings import get_settings
+from service.cli import app
+from service.core.locks import exclusive
+from service.core.settings import get_settings
+from service.core.terminal import EXIT_BUSY
 from tests.dedup_support import HADOOP_MAPPING, hadoop_reports, planted, shared_encoder
 
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
     encoder = shared_encoder()
-    monkeypatch.setattr("service.curation.get_encoder", lambda _settings: encoder)
+    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings: encoder)
     monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)
     monkeypatch.delenv("GOLDENSET_CURATE_AFTER_INGEST", raising=False)
     get_settings.cache_clear()

@@ -15,8 +15,8 @@ from sqlmodel import Session, select
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item
 from service.app import create_app
-from service.curation import CurationTrigger, run_curation
-from service.settings import Settings
+from service.core.settings import Settings
+from service.dedup.runner import CurationTrigger, run_curation
 from tests.conftest import LiveServer
 from tests.dedup_support import PARAPHRASE, MemoEncoder, hadoop_reports, ingest, planted, shared_encoder
 

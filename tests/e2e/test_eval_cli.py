@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from schemas.item import Item
 from service.cli import app
-from service.settings import get_settings
+from service.core.settings import get_settings
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.integration.test_refresh import kev
@@ -23,8 +23,9 @@ from tests.integration.test_refresh import kev
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
     encoder = HashingEncoder()
-    monkeypatch.setattr("service.curation.get_encoder", lambda _settings: encoder)
-    monkeypatch.setattr("service.cli_evals.out", Console(width=200))
+    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings: encoder)
+    for module in ("service.evals.cli", "service.items.cli"):
+        monkeypatch.setattr(f"{module}.out", Console(width=200))
     monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)
     monkeypatch.setenv("GOLDENSET_SECRET_KEY", TEST_SECRET_KEY)
     get_settings.cache_clear()

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from schemas.corpus_results import CorpusResult
 from schemas.item import Item
+from schemas.model_registry import Model, TrainsOnInputs
 from schemas.probes import Probe
-from schemas.registry import Model, TrainsOnInputs
 from service.cli import app
-from service.db import write_session
-from service.settings import get_settings
+from service.core.db import write_session
+from service.core.settings import get_settings
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import kev_records
 from tests.evidence_support import register_corpus, register_model
@@ -33,7 +33,7 @@ from tests.support.ngram_server import WordNgramModel, serve_model
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    monkeypatch.setattr("service.cli_evidence.out", Console(width=240))
+    monkeypatch.setattr("service.evidence.cli.out", Console(width=240))
     monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)
     monkeypatch.setenv("GOLDENSET_SECRET_KEY", TEST_SECRET_KEY)
     get_settings.cache_clear()

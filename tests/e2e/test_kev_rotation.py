@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from schemas.evals import Eval, EvalCreate
 from schemas.release import Release, ReleaseItem
 from service.cli import app as cli_app
-from service.cli_evals import parse_at
-from service.db import write_session
-from service.evals import create_eval
-from service.refresh import refresh_eval
-from service.settings import get_settings
+from service.core.db import write_session
+from service.core.settings import get_settings
+from service.evals.cli import parse_at
+from service.evals.definitions import create_eval
+from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.eval_support import ingest_and_curate, kev_records
 
@@ -40,7 +40,7 @@ def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunne
 
 def _releases(engine: Engine, name: str) -> list[tuple[Release, dict[int, ReleaseItem]]]:
     with Session(engine) as session:
-        from service.evals import require_eval
+        from service.evals.definitions import require_eval
 
         evaluation = require_eval(session=session, name=name)
         releases = session.exec(select(Release).where(Release.eval_id == evaluation.id).order_by(col(Release.number))).all()

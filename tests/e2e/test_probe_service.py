@@ -19,8 +19,8 @@ from curation.evidence.probing import cut_item
 from schemas.audit import AuditEvent
 from schemas.evidence import ProbeItem, ProbeReport, SimilarityMetric
 from schemas.item import Item
+from schemas.model_registry import TrainsOnInputs
 from schemas.probes import Probe, ProbeRead
-from schemas.registry import TrainsOnInputs
 from schemas.release import ReleaseItem
 from schemas.runs import RunItem
 from tests.conftest import SHARED_DATA, LiveServer

@@ -19,9 +19,9 @@ from sqlmodel import Session, select
 
 from schemas.item import Item
 from schemas.source import Source, SourceCreate
-from service.pulls import pull_source
 from service.scheduler import GoldensetScheduler, due_pull_sources
-from service.sources import create_source
+from service.sources.definitions import create_source
+from service.sources.pulls import pull_source
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.replay.jira import JiraReplay, hadoop_issues
 from tests.replay.server import ReplayServer, Reply, Request, serve
@@ -131,7 +131,7 @@ def test_sources_api_creates_pulls_and_reports_state(live_server: LiveServer, ji
 
 
 def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: ReplayServer, replay: JiraReplay) -> None:
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     replay.issues = replay.issues[:120]
     with Session(engine) as session:

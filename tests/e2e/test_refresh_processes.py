@@ -15,12 +15,12 @@ from sqlmodel import Session, select
 
 from schemas.evals import EvalCreate, EvalItem
 from schemas.release import Release
-from service.db import write_session
-from service.evals import create_eval, require_eval
-from service.refresh import PAUSE_ENV, PAUSE_MARKER
-from service.releases import manifest
-from tests.conftest import TEST_SECRET_KEY
+from service.core.db import write_session
+from service.evals.definitions import create_eval, require_eval
+from service.evals.releases import manifest
+from tests.conftest import REPO_ROOT, TEST_SECRET_KEY
 from tests.eval_support import ingest_and_curate, kev_records
+from tests.support.paused_refresh import PAUSE_MARKER
 
 GOLDENSET = str(Path(sys.executable).with_name("goldenset"))
 KEY = bytes(range(32))
@@ -34,9 +34,13 @@ def _setup(engine: Engine, *names: str, max_age_days: int = 365) -> None:
             create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEY)
 
 
-def _refresh(database_url: str, name: str, at: str, **env: str) -> subprocess.Popen[str]:
-    environment = {**os.environ, "GOLDENSET_DATABASE_URL": database_url, "GOLDENSET_SECRET_KEY": TEST_SECRET_KEY, **env}
-    return subprocess.Popen([GOLDENSET, "refresh", "--eval", name, "--at", at], env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _refresh(database_url: str, name: str, at: str, *, pause_seconds: float | None = None) -> subprocess.Popen[str]:
+    """`goldenset refresh` in a new process; with `pause_seconds`, one that stops for that long
+    after flushing the release and before committing it (`tests.support.paused_refresh`)."""
+    environment = {**os.environ, "GOLDENSET_DATABASE_URL": database_url, "GOLDENSET_SECRET_KEY": TEST_SECRET_KEY}
+    arguments = ["--eval", name, "--at", at]
+    command = [GOLDENSET, "refresh", *arguments] if pause_seconds is None else [sys.executable, "-m", "tests.support.paused_refresh", str(pause_seconds), *arguments]
+    return subprocess.Popen(command, env=environment, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_concurrent_refreshes_of_one_period_write_one_release(engine: Engine, database_url: str) -> None:
@@ -55,7 +59,7 @@ def test_a_refresh_killed_mid_transaction_leaves_nothing_and_the_rerun_completes
     _setup(engine, "killed", "control", max_age_days=45)
     for name in ("killed", "control"):
         assert _refresh(database_url, name, "2024-04-01").wait(timeout=120) == 0
-    victim = _refresh(database_url, "killed", "2024-05-01", **{PAUSE_ENV: "120"})
+    victim = _refresh(database_url, "killed", "2024-05-01", pause_seconds=120)
     assert victim.stderr is not None
     deadline = time.monotonic() + 120
     seen: list[str] = []

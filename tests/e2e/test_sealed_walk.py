@@ -16,16 +16,16 @@ from fastapi import FastAPI
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from curation.sealing import is_sealed
+from curation.releases.sealing import is_sealed
 from schemas.evals import EvalItem
 from schemas.item import Item
+from schemas.model_registry import Endpoint, Model, TrainsOnInputs
 from schemas.probes import Probe, ProbeCreate
-from schemas.registry import Endpoint, Model, TrainsOnInputs
 from schemas.runs import Run
 from schemas.source import Source
 from service.app import create_app
-from service.probes import execute_probe, prepare_probe
-from service.settings import Settings
+from service.core.settings import Settings
+from service.evidence.probes import execute_probe, prepare_probe
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder, ingest_and_curate, kev_records
 from tests.evidence_support import register_model

@@ -13,8 +13,8 @@ from sqlmodel import Session, select
 from ingest.connectors.registry import UnknownConnector, connector_class, connector_kinds, connector_targets
 from schemas.item import Item
 from schemas.source import SourceCreate
-from service.pulls import pull_source
-from service.sources import create_source
+from service.sources.definitions import create_source
+from service.sources.pulls import pull_source
 from tests.conftest import TEST_SECRET_KEY
 
 

@@ -12,15 +12,16 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup import Deduplicator
-from curation.index import MixedRecipeError, SimilarityIndex
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.index import MixedRecipeError, SimilarityIndex
 from ingest.mapping import load_mapping
 from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint
 from schemas.item import Item, ItemStatus
-from service.curation import CurationBusy, cached_index, get_encoder, run_curation
-from service.locks import exclusive
+from service.core.locks import exclusive
+from service.core.settings import Settings
+from service.dedup.encoder import get_encoder
+from service.dedup.runner import CurationBusy, run_curation
 from service.scheduler import CURATE_JOB_ID, GoldensetScheduler
-from service.settings import Settings
 from tests.dedup_support import KEV_MAPPING, CountingEncoder, MemoEncoder, hadoop_reports, ingest, planted
 
 REPORT_COUNT = 60
@@ -40,11 +41,11 @@ def test_planted_duplicates_are_found_at_the_right_stage(engine: Engine, setting
     reports = hadoop_reports(REPORT_COUNT)
     plants = planted(reports)
     assert ingest(engine, "hadoop", [*reports, plants["exact"], plants["near"], plants["paraphrase"]]).new == REPORT_COUNT + 3
-    loads: list[int] = []
+    loads: list[Deduplicator] = []
     original_load = Deduplicator.load
 
     def counting_load(self: Deduplicator, session: Session) -> SimilarityIndex:
-        loads.append(1)
+        loads.append(self)
         return original_load(self, session)
 
     monkeypatch.setattr(Deduplicator, "load", counting_load)
@@ -98,7 +99,7 @@ def test_planted_duplicates_are_found_at_the_right_stage(engine: Engine, setting
     assert len(loads) == 1  # the in-memory index was kept between runs
 
     # The index rebuilt from the database equals the one curation kept up to date.
-    live = cached_index(engine, settings, counting)
+    live = loads[0].index  # the index the runs kept, and added to as they decided
     assert live is not None
     with Session(engine) as session:
         rebuilt = Deduplicator(encoder=encoder, config=settings.dedup_config()).load(session)

@@ -12,14 +12,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup import DedupConfig, Deduplicator
+from curation.dedup.deduplicator import DedupConfig, Deduplicator
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
-from schemas.registry import TrainsOnInputs
+from schemas.model_registry import TrainsOnInputs
 from schemas.release import ReleaseItem
-from service.db import write_session
-from service.evals import create_eval
-from service.refresh import refresh_eval
+from service.core.db import write_session
+from service.evals.definitions import create_eval
+from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import PARAPHRASE, MemoEncoder, hadoop_reports, ingest
 from tests.run_support import KEY, auth, register, token

@@ -15,7 +15,7 @@ from ingest.readers import iter_jsonl, iter_records
 from schemas.audit import AuditEvent
 from schemas.item import Item, ItemRevision, ItemStatus
 from schemas.source import Source
-from service.ingestion import ingest_records
+from service.sources.ingestion import ingest_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,8 +24,8 @@ from ingest.connectors.registry import connector_class
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
-from service.pulls import pull_source
-from service.sources import create_source, get_source, update_source
+from service.sources.definitions import create_source, get_source, update_source
+from service.sources.pulls import pull_source
 from tests.replay.github import TOKEN, GitHubReplay
 from tests.replay.server import Delay, Fault, Reply, Reset
 

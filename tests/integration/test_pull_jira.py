@@ -18,8 +18,8 @@ from ingest.connectors.base import AuthError, MalformedPage, RetryPolicy, Transi
 from ingest.connectors.jira import JiraConnector, adf_to_text
 from schemas.item import Item
 from schemas.source import Source, SourceCreate, SourceUpdate
-from service.pulls import pull_source
-from service.sources import create_source, update_source
+from service.sources.definitions import create_source, update_source
+from service.sources.pulls import pull_source
 from tests.replay.jira import JiraReplay, adf, hadoop_issues
 from tests.replay.server import Delay, ReplayServer, Reply, Reset, serve
 

@@ -23,8 +23,8 @@ from ingest.pull import PullProgress
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
-from service.pulls import pull_source
-from service.sources import create_source, update_source
+from service.sources.definitions import create_source, update_source
+from service.sources.pulls import pull_source
 from tests.replay.pagerduty import PagerDutyReplay, ReplayIncident, kev_incidents, parse_pd_time, pd_time
 from tests.replay.server import Delay, Fault, ReplayServer, Reply, Reset, serve
 

@@ -9,9 +9,9 @@ from sqlmodel import Session, select
 from ingest.mapping import load_mapping
 from schemas.item import Item, ItemStatus
 from schemas.source import SourceCreate
-from service.curation import run_curation
-from service.settings import Settings
-from service.sources import create_source
+from service.core.settings import Settings
+from service.dedup.runner import run_curation
+from service.sources.definitions import create_source
 from tests.dedup_support import HADOOP_MAPPING, MemoEncoder, hadoop_reports, ingest, planted
 
 

@@ -9,16 +9,16 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from curation.dedup import Deduplicator
-from curation.embeddings import EmbeddingCache, Vectors
-from curation.fingerprints import MinHashRecipe
-from curation.index import MixedRecipeError, SimilarityIndex
-from curation.refingerprint import refingerprint, stale_count
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.embeddings import EmbeddingCache, Vectors
+from curation.dedup.fingerprints import MinHashRecipe
+from curation.dedup.index import MixedRecipeError, SimilarityIndex
+from curation.dedup.refingerprint import refingerprint, stale_count
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item, ItemStatus
-from service.curation import run_curation, run_refingerprint
-from service.db import write_session
-from service.settings import Settings
+from service.core.db import write_transaction
+from service.core.settings import Settings
+from service.dedup.runner import run_curation, run_refingerprint
 from tests.dedup_support import MemoEncoder, hadoop_reports, ingest, planted
 
 
@@ -77,7 +77,7 @@ def test_a_recipe_change_is_refingerprinted_without_encoding(engine: Engine, set
     run_curation(engine, settings, encoder=encoder)
     smaller = MinHashRecipe(num_perm=64, shingle_words=2)
     cache = EmbeddingCache(encoder)
-    summary = refingerprint(lambda: Session(engine), lambda: write_session(engine), recipe=smaller, embeddings=cache, batch_size=3)
+    summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=smaller, embeddings=cache, batch_size=3)
     assert (summary.items, summary.encoded) == (4, 0)
     with Session(engine) as session:
         index = SimilarityIndex.load(session, recipe=smaller, model_id=encoder.model_id, dim=encoder.dim, lsh_threshold=0.6)

@@ -12,20 +12,20 @@ from sqlalchemy import text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.review import ReviewRefused, decide, review_batch
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import EvalCreate, EvalItem, EvalUpdate
 from schemas.item import Item
 from schemas.release import Release, ReleaseItem
 from schemas.review import Decision, ReviewDecision
-from service.db import write_session
-from service.evals import create_eval, update_eval
-from service.problems import ProblemError
-from service.refresh import RefreshError, refresh_eval
-from service.releases import SealedBudgetExceeded, consume_sealed_read, manifest, verify_release
-from service.review import ReviewRefused, decide, review_batch
+from service.core.db import write_session, write_transaction
+from service.core.problems import ProblemError
+from service.core.settings import Settings
+from service.evals.definitions import create_eval, update_eval
+from service.evals.refresh import RefreshError, refresh_eval
+from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, manifest, verify_release
 from service.scheduler import GoldensetScheduler
-from service.settings import Settings
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import ingest_and_curate
 
@@ -73,7 +73,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     ingest_and_curate(engine, "kev", [kev(n, f"2024-0{1 + n % 5}-1{n % 10}") for n in range(1, 11)])
     ids = _ids(engine)
     _eval(engine, target_size=4, max_age_days=60)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         outcome = review_batch(
             session=session,
             decisions=[
@@ -121,7 +121,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     # Newer items displace the oldest member (2 and 7 have aged out); a retired item never comes back.
     ingest_and_curate(engine, "kev", [kev(20, "2024-05-20"), kev(21, "2024-05-21")])
     ids = _ids(engine)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         review_batch(session=session, decisions=[ReviewDecision(item_id=ids[f"CVE-2024-00{n}"], decision=Decision.APPROVE) for n in (20, 21)], actor="test")
     third = _refresh(engine, "2024-06-01T03:00:00+00:00")
     assert _members(engine, third) == ["CVE-2024-0004", "CVE-2024-0008", "CVE-2024-0020", "CVE-2024-0021"]
@@ -136,7 +136,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
 
 
 def _get_eval(session: Session) -> Any:
-    from service.evals import require_eval
+    from service.evals.definitions import require_eval
 
     return require_eval(session=session, name="ops")
 

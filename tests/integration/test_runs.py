@@ -16,9 +16,9 @@ from sqlmodel import Session, col, select
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.item import Item
-from schemas.registry import TrainsOnInputs
+from schemas.model_registry import TrainsOnInputs
 from schemas.runs import RunItem
-from service.refresh import refresh_eval
+from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY
 from tests.run_support import REFRESH_AT, auth, register, released_eval, token
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import SQLModel
 
 import schemas  # noqa: F401  (registers every table)
-from service.db import make_engine, migrate
+from service.core.db import make_engine, migrate
 
 
 def test_migrations_match_the_models(engine: Engine) -> None:
@@ -40,7 +40,7 @@ def test_replicas_migrating_an_empty_database_at_once_take_turns(database_url: s
             conn.execute(f'CREATE DATABASE "{name}"')
         empty_url = url.set(database=name).render_as_string(hide_password=False)
         cleanup = name
-    code = "import sys; from service.db import make_engine, migrate; migrate(make_engine(sys.argv[1]))"
+    code = "import sys; from service.core.db import make_engine, migrate; migrate(make_engine(sys.argv[1]))"
     processes = [subprocess.Popen([sys.executable, "-c", code, empty_url], stderr=subprocess.PIPE, text=True) for _ in range(3)]
     errors = [process.communicate(timeout=120)[1] for process in processes]
     assert [process.returncode for process in processes] == [0, 0, 0], errors

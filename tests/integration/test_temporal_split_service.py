@@ -13,9 +13,9 @@ from sqlmodel import Session, select
 
 from schemas.corpus_results import CorpusResult
 from schemas.evidence import TemporalSplitReport
-from schemas.registry import Model, ModelUpdate, TrainsOnInputs
-from service.db import write_session
-from service.registry import update_model
+from schemas.model_registry import Model, ModelUpdate, TrainsOnInputs
+from service.core.db import write_session
+from service.runs.model_registry import update_model
 from tests.conftest import LiveServer
 from tests.eval_support import kev_records
 from tests.evidence_support import register_corpus, register_model

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.canary import ScanConfig, ScanIndex, Scanner, WatchedItem
+from curation.evidence.canary import ScanConfig, ScanIndex, Scanner, WatchedItem
 
 GUID = "1b2c3d4e-1111-4222-8333-444455556666"
 CANARY = f"GOLDENSET CANARY GUID {GUID}"

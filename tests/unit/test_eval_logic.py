@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from curation.periods import cron_trigger, period_at
-from curation.releases import canonical_json, content_digest, merkle_root, released_content
-from curation.rotation import Candidate, RotationPolicy, plan_rotation
-from curation.sealing import is_sealed, seal_position
+from curation.releases.content import canonical_json, content_digest, merkle_root, released_content
+from curation.releases.periods import cron_trigger, period_at
+from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
+from curation.releases.sealing import is_sealed, seal_position
 from schemas.evals import RetireReason
 
 KEY = bytes(range(32))

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from curation.gate import GateCondition, SealedRunRequest, exposes, judge_sealed_run, judge_terms
-from curation.scores import bootstrap_interval, summarise, wilson_interval
+from curation.runs.gate import GateCondition, SealedRunRequest, exposes, judge_sealed_run, judge_terms
+from curation.runs.scores import bootstrap_interval, summarise, wilson_interval
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OK = SealedRunRequest(

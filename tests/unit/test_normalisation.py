@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from curation.dedup import DedupConfig
-from curation.fingerprints import MinHashRecipe, shingles, sketch_texts, tokens
-from curation.text_kind import TextKind, looks_machine_written, text_kind
+from curation.dedup.deduplicator import DedupConfig
+from curation.dedup.fingerprints import MinHashRecipe, shingles, sketch_texts, tokens
+from curation.dedup.text_kind import TextKind, looks_machine_written, text_kind
 from ingest.normalisation import content_hash, normalise_text
 
 

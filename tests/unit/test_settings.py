@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 
 def test_production_refuses_the_development_secret_key() -> None:
@@ -24,7 +24,7 @@ def test_settings_come_from_goldenset_variables(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_dedup_thresholds_default_to_the_engines() -> None:
-    from curation.dedup import DedupConfig
+    from curation.dedup.deduplicator import DedupConfig
 
     assert Settings().dedup_config() == DedupConfig()
     custom = Settings(dedup_minhash_threshold=0.9, dedup_embedding_threshold=0.85).dedup_config()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from datasketch import MinHashLSH
 
-from curation.fingerprints import MinHashRecipe, from_bytes, sketch_texts, to_bytes, values_from_bytes
-from curation.index import IndexedItem, SimilarityIndex, _insert_bands
+from curation.dedup.fingerprints import MinHashRecipe, from_bytes, sketch_texts, to_bytes, values_from_bytes
+from curation.dedup.index import IndexedItem, SimilarityIndex, _insert_bands
 
 # Alphabetic words: digits would be masked by normalisation and make every text the same.
 WORDS = [a + b + c for a in "bcdfg" for b in "aeiou" for c in "klmnprst"]

@@ -1,6 +1,6 @@
 import pytest
 
-from service.webhooks import SignatureError, sign, verify
+from service.sources.webhooks import SignatureError, sign, verify
 
 SECRET = "whsec_test"
 BODY = b'[{"external_id": "1"}]'

@@ -1,0 +1,361 @@
+"""The dedup decision: for every candidate, in incident order, is it new?
+
+Stages, cheapest first: exact (sha256 of the normalised text), near-verbatim (MinHash LSH,
+estimated Jaccard), paraphrase (embedding nearest neighbours, which also generate candidates:
+real duplicate reports share few words). The earliest incident of a cluster keeps; later ones
+become `duplicate` with `duplicate_of` pointing at the cluster's root; a match with a registered
+public reference corpus makes an item `contaminated`. Items whose `distinct_by` identities differ
+are never matched. Every decision is stored with its stage, score, matched item and the runner-up
+scores, so a curator can see why.
+
+This module is the single writer of dedup state: run one `Deduplicator` per database at a time
+(the service holds a lock around it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import and_, or_, update
+from sqlmodel import Session, col, select
+
+from curation.dedup.embeddings import EmbeddingCache, Encoder, Vectors, body_text, title_text
+from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
+from curation.dedup.index import IndexedItem, Neighbour, SimilarityIndex
+from curation.dedup.text_kind import TextKind, text_kind
+from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
+from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
+from schemas.item import Item, ItemStatus
+
+# Statuses a swap may demote: decided by dedup but not yet reviewed or released.
+_SWAPPABLE = {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value}
+
+
+def rehash(item: Item) -> None:
+    """Recompute `item.content_hash` when it was made with an older normalisation."""
+    if item.hash_recipe != NORMALISATION_VERSION:
+        item.content_hash, item.hash_recipe = content_hash(item.title, item.input, item.reference), NORMALISATION_VERSION
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Decision thresholds (frozen defaults chosen on ../shared/data; see the README's figures).
+
+    `minhash_threshold`: estimated Jaccard of the recipe's shingles (token pairs for short texts,
+    3-grams for long ones) at or above which two texts are near-verbatim copies.
+    `embedding_threshold`: cosine of the body embeddings at or above which two long texts are
+    paraphrases (best F1 was at 0.65 on Hadoop bug reports; 0.72 leans to precision, since a false
+    duplicate silently drops an incident from the eval). `short_embedding_threshold`: the same
+    for a short text (at most the recipe's `short_tokens` tokens; best F1 near 0.75 on news
+    headlines). A short machine-written message (a log line, an alert) is never a paraphrase:
+    only exact and near-verbatim copies count (see `curation.dedup.text_kind`).
+    `neighbours`: embedding neighbours examined per candidate.
+    """
+
+    minhash_threshold: float = 0.65
+    embedding_threshold: float = 0.72
+    short_embedding_threshold: float = 0.75
+    neighbours: int = 10
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("minhash_threshold", "embedding_threshold", "short_embedding_threshold"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if self.neighbours < 1 or self.batch_size < 1:
+            raise ValueError("neighbours and batch_size must be at least 1")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    stage: str
+    score: float | None = None
+    matched: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CurationSummary:
+    decided: int = 0
+    unique: int = 0
+    duplicate: int = 0
+    contaminated: int = 0
+    references: int = 0
+    by_stage: dict[str, int] = field(default_factory=dict)
+    encoded: int = 0
+
+    def count(self, verdict: Verdict) -> None:
+        self.decided += 1
+        setattr(self, verdict.status, getattr(self, verdict.status) + 1)
+        self.by_stage[verdict.stage] = self.by_stage.get(verdict.stage, 0) + 1
+
+
+@dataclass
+class _Candidate:
+    item: Item
+    sketch: Any
+    body: Vectors | None = None
+    title: Vectors | None = None
+    body_key: str | None = None
+    title_key: str | None = None
+
+
+@dataclass
+class _Prepared:
+    """A batch ready to decide: candidates with sketches and vectors, and vectors not yet stored."""
+
+    candidates: list[_Candidate]
+    embeddings: list[Embedding]
+
+
+class Deduplicator:
+    """Decides candidates against an index of everything decided before."""
+
+    def __init__(self, *, encoder: Encoder, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None) -> None:
+        self.encoder = encoder
+        self.config = config or DedupConfig()
+        self.recipe = recipe or MinHashRecipe()
+        self.embeddings = EmbeddingCache(encoder)
+        self.index: SimilarityIndex | None = None
+        self.holds_stale_entries = False
+
+    def load(self, session: Session) -> SimilarityIndex:
+        """(Re)build the index from the database."""
+        self.holds_stale_entries = False
+        self.index = SimilarityIndex.load(session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold())
+        return self.index
+
+    def _lsh_threshold(self) -> float:
+        # LSH is tuned a little below the decision threshold so borderline pairs still meet.
+        return max(0.05, min(0.95, self.config.minhash_threshold - 0.1))
+
+    def curate(self, session: Session, *, limit: int | None = None, on_batch: Callable[[CurationSummary], None] | None = None) -> CurationSummary:
+        """Decide every pending candidate (or `limit` of them), oldest incident first, in batches,
+        all in `session`, which the caller commits. Reference-corpus items without fingerprints
+        are indexed too."""
+        return self.curate_in_steps(lambda: nullcontext(session), lambda: nullcontext(session), limit=limit, on_batch=on_batch)
+
+    def curate_in_steps(
+        self,
+        read: Callable[[], AbstractContextManager[Session]],
+        write: Callable[[], AbstractContextManager[Session]],
+        *,
+        limit: int | None = None,
+        on_batch: Callable[[CurationSummary], None] | None = None,
+    ) -> CurationSummary:
+        """`curate`, with each batch's slow part (sketches and embeddings) done in a `read()`
+        session and only the decisions written in a `write()` session, one per batch, whose context
+        the caller makes commit when it closes (`service.core.db.write_transaction`), so every
+        finished batch stays decided. On SQLite the write session holds the database's write lock,
+        which ingest waits for: it is never held while the model encodes. An item changed between
+        the two steps is left pending for the next batch."""
+        if self.index is None:
+            with read() as reader:
+                self.load(reader)
+        summary = CurationSummary()
+        encoded_before = self.embeddings.encoded
+        while limit is None or summary.decided + summary.references < limit:
+            size = self.config.batch_size if limit is None else min(self.config.batch_size, limit - summary.decided - summary.references)
+            with read() as reader:
+                prepared = self._prepare(reader, self._pending(reader, size))
+            if not prepared.candidates:
+                break
+            with write() as writer:
+                self._decide_prepared(writer, prepared, summary)
+                writer.flush()
+            summary.encoded = self.embeddings.encoded - encoded_before
+            if on_batch is not None:
+                on_batch(summary)
+        return summary
+
+    def _pending(self, session: Session, size: int) -> list[Item]:
+        fingerprinted = select(ItemFingerprint.item_id)
+        query = (
+            select(Item)
+            .where(
+                or_(
+                    col(Item.status) == ItemStatus.CANDIDATE.value,
+                    and_(col(Item.status) == ItemStatus.REFERENCE.value, col(Item.id).not_in(fingerprinted)),
+                )
+            )
+            .order_by(col(Item.occurred_at), col(Item.id))
+            .limit(size)
+        )
+        return list(session.exec(query))
+
+    def _prepare(self, session: Session, batch: list[Item]) -> _Prepared:
+        """Sketches and embeddings of a batch (no writes: new vectors are returned, not added)."""
+        index = self.index
+        assert index is not None
+        for item in batch:
+            rehash(item)
+        sketches = sketch_texts((dedup_text(item.title, item.input) for item in batch), self.recipe)
+        candidates = [_Candidate(item, sketch) for item, sketch in zip(batch, sketches, strict=True)]
+        # Exact duplicates (of indexed items or of an earlier candidate in this batch) are never embedded.
+        seen_hashes = set(index.by_hash)
+        to_embed: list[_Candidate] = []
+        for candidate in candidates:
+            if candidate.item.content_hash not in seen_hashes or candidate.item.status == ItemStatus.REFERENCE.value:
+                to_embed.append(candidate)
+            seen_hashes.add(candidate.item.content_hash)
+        fresh: list[Embedding] = []
+        if to_embed:
+            texts = [body_text(c.item.title, c.item.input) for c in to_embed] + [title_text(c.item.title, c.item.input) for c in to_embed]
+            keys, vectors, fresh = self.embeddings.lookup(session, texts)
+            half = len(to_embed)
+            for position, candidate in enumerate(to_embed):
+                candidate.body, candidate.title = vectors[position], vectors[half + position]
+                candidate.body_key, candidate.title_key = keys[position], keys[half + position]
+        for candidate in candidates:
+            session.expunge(candidate.item)
+        return _Prepared(candidates, fresh)
+
+    def _decide_prepared(self, session: Session, prepared: _Prepared, summary: CurationSummary) -> None:
+        # New vectors are new rows: this is the only writer, and lookup returned only keys it did not find.
+        session.add_all(prepared.embeddings)
+        ids = [candidate.item.id for candidate in prepared.candidates]
+        current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
+        # Fingerprints of items decided before (a changed item decided again) are updated in place.
+        fingerprints = {fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))}
+        with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
+            for candidate in prepared.candidates:
+                item = current.get(candidate.item.id)
+                if item is None or (item.revision, item.status) != (candidate.item.revision, candidate.item.status):
+                    continue  # changed or removed meanwhile: decided again from its new state
+                item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
+                candidate.item = item
+                self._settle(session, candidate, summary, fingerprints)
+
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, fingerprints: dict[int, ItemFingerprint]) -> None:
+        index = self.index
+        assert index is not None
+        item = candidate.item
+        assert item.id is not None
+        if item.status == ItemStatus.REFERENCE.value:
+            self._fingerprint(session, candidate, fingerprints)
+            self._index(candidate, root=item.id, status=item.status)
+            summary.references += 1
+            return
+        # A changed item re-curated by a long-lived index must not match its own earlier entry,
+        # and that entry (its old text) stays in the index: the index must be rebuilt after this run.
+        self.holds_stale_entries |= item.id in index
+        verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, exclude=(item.id,))
+        if candidate.body is None and verdict.stage == DedupStage.EXACT.value:
+            # An exact duplicate is never embedded: it shares the vectors of the item it copies,
+            # so it can still be found as a neighbour (its text is that item's, up to masked tokens).
+            copied = index.get(verdict.details["matched_item"])
+            candidate.body, candidate.title = index.vectors(copied.item_id)
+            candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
+        self._fingerprint(session, candidate, fingerprints)
+        if verdict.status == ItemStatus.UNIQUE.value:
+            item.status, item.duplicate_of = verdict.status, None
+        elif verdict.stage != DedupStage.EXACT.value and self._is_later(verdict.matched, item) and self._swap(session, item, verdict):
+            verdict = Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details={**verdict.details, "kept_over": verdict.matched})
+            item.status, item.duplicate_of = verdict.status, None
+        else:
+            item.status, item.duplicate_of = verdict.status, verdict.matched
+        session.add(item)
+        session.add(DedupDecision(item_id=item.id, status=verdict.status, stage=verdict.stage, score=verdict.score, matched_item_id=verdict.matched, details=verdict.details))
+        if candidate.body is not None and candidate.body_key is not None:
+            self._index(candidate, root=item.duplicate_of or item.id, status=item.status)
+        summary.count(verdict)
+
+    def _fingerprint(self, session: Session, candidate: _Candidate, fingerprints: dict[int, ItemFingerprint]) -> None:
+        item_id = candidate.item.id
+        assert item_id is not None
+        fingerprint = fingerprints.get(item_id)
+        if fingerprint is None:
+            fingerprint = fingerprints[item_id] = ItemFingerprint(item_id=item_id, recipe=self.recipe.key, minhash=b"")
+        fingerprint.recipe = self.recipe.key
+        fingerprint.minhash = to_bytes(candidate.sketch)
+        fingerprint.model_id = self.encoder.model_id if candidate.body_key else None
+        fingerprint.body_key, fingerprint.title_key = candidate.body_key, candidate.title_key
+        session.add(fingerprint)
+
+    def _index(self, candidate: _Candidate, *, root: int, status: str) -> None:
+        assert self.index is not None and candidate.item.id is not None and candidate.body is not None and candidate.title is not None
+        item = candidate.item
+        entry = IndexedItem(candidate.item.id, item.occurred_at.timestamp(), item.content_hash, item.identity_key, root, status, candidate.body_key, candidate.title_key)
+        self.index.add([(entry, candidate.sketch, candidate.body, candidate.title)])
+
+    def _is_later(self, matched: int | None, item: Item) -> bool:
+        assert self.index is not None
+        return matched is not None and matched in self.index and self.index.get(matched).occurred_at > item.occurred_at.timestamp()
+
+    def _swap(self, session: Session, item: Item, verdict: Verdict) -> bool:
+        """`item` happened before the cluster it matches: it becomes the root, unless that cluster's
+        root was already reviewed or released (then `item` stays the duplicate)."""
+        assert self.index is not None and item.id is not None and verdict.matched is not None
+        root = self.index.get(verdict.matched)
+        if root.status not in _SWAPPABLE:
+            return False
+        members = [entry for entry in self.index.items if entry.root == root.item_id]
+        session.flush()  # decisions earlier in the batch are in the database before it is updated
+        session.exec(
+            update(Item)
+            .where(or_(col(Item.id) == root.item_id, col(Item.duplicate_of) == root.item_id))
+            .values(status=ItemStatus.DUPLICATE.value, duplicate_of=item.id)
+        )
+        swap_details = {"earlier_incident_arrived": item.id}
+        session.add(DedupDecision(item_id=root.item_id, status=ItemStatus.DUPLICATE.value, stage=verdict.stage, score=verdict.score, matched_item_id=item.id, details=swap_details))
+        for member in members:
+            self.index.set_root(member.item_id, item.id, ItemStatus.DUPLICATE.value)
+        return True
+
+    def judge(self, item: Item, sketch: Any, body: Vectors | None, title: Vectors | None, *, exclude: Sequence[int] = ()) -> Verdict:
+        """The verdict on one text against the index (no writes)."""
+        index = self.index
+        assert index is not None
+        config = self.config
+        excluded = set(exclude)
+
+        def compatible(other_id: int) -> bool:
+            other = index.get(other_id)
+            return other_id not in excluded and (item.identity_key is None or other.identity is None or other.identity == item.identity_key)
+
+        def verdict(stage: DedupStage, score: float, other_id: int, details: dict[str, Any]) -> Verdict:
+            root = index.get(index.get(other_id).root) if index.get(other_id).root in index else index.get(other_id)
+            contaminated = ItemStatus.REFERENCE.value in (root.status, index.get(other_id).status)
+            status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
+            return Verdict(status, stage.value, round(score, 4), root.item_id, {**details, "matched_item": other_id})
+
+        kind, embedding_threshold = self.embedding_threshold_for(item.title, item.input)
+        thresholds = {"minhash": config.minhash_threshold, "embedding": embedding_threshold}
+        details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "text": kind.value, "thresholds": thresholds}
+        for other_id in index.exact(item.content_hash):
+            if compatible(other_id):
+                return verdict(DedupStage.EXACT, 1.0, other_id, details)
+        near = [(other_id, score) for other_id, score in index.near(sketch) if compatible(other_id)]
+        if near:
+            details["best_jaccard"] = {"item": near[0][0], "score": round(near[0][1], 4)}
+            if near[0][1] >= config.minhash_threshold:
+                return verdict(DedupStage.MINHASH, near[0][1], near[0][0], details)
+        if body is not None and title is not None:
+            neighbours: list[Neighbour] = [n for n in index.nearest(body, title, config.neighbours + len(excluded)) if compatible(n.item_id)]
+            if neighbours:
+                # Neighbours are found by body and title together; the decision rests on the body
+                # cosine, which separated duplicates from non-duplicates better on real reports.
+                best = max(neighbours, key=lambda neighbour: neighbour.body_cosine)
+                details["best_embedding"] = {"item": best.item_id, "cosine": round(best.body_cosine, 4), "title_cosine": round(best.title_cosine, 4)}
+                if embedding_threshold is not None and best.body_cosine >= embedding_threshold:
+                    return verdict(DedupStage.EMBEDDING, best.body_cosine, best.item_id, details)
+        return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details)
+
+    def embedding_threshold_for(self, title: str, input_text: str) -> tuple[TextKind, float | None]:
+        """The kind of an item's text and the body cosine at which it is a paraphrase (None: a
+        short machine-written message, which only exact and near-verbatim copies match)."""
+        text = dedup_text(title, input_text)
+        normalised = normalise_text(text)
+        kind = text_kind(text, normalised, len(normalised_tokens(normalised)), short_tokens=self.recipe.short_tokens)
+        config = self.config
+        return kind, {TextKind.LONG: config.embedding_threshold, TextKind.SHORT: config.short_embedding_threshold, TextKind.MACHINE: None}[kind]
+
+    def embed_one(self, title: str, input_text: str) -> tuple[Vectors, Vectors]:
+        """Body and title vectors of a text, encoded now and not stored (for checks)."""
+        vectors = self.encoder.encode([body_text(title, input_text), title_text(title, input_text)])
+        return vectors[0], vectors[1]

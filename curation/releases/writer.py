@@ -1,0 +1,158 @@
+"""Writing a release: the one place that decides what a new release of an eval holds and writes it.
+
+`write_release` plans the rotation (`curation.releases.rotation`), assigns each newcomer its split
+(`curation.releases.sealing`, under the eval's seal key, handed in by the caller), freezes every
+member's content as canonical JSON with its digest (`curation.releases.content`), computes both
+Merkle roots, and writes the release, its items, the membership changes and the audit event in
+the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
+commits the whole release in one transaction, so a refresh stopped at any point leaves no trace.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlmodel import Session, col, select
+
+from curation.releases.content import canonical_json, content_digest, merkle_root, released_content
+from curation.releases.periods import Period
+from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
+from curation.releases.sealing import is_sealed
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
+from schemas.item import Item, ItemStatus
+from schemas.release import Release, ReleaseItem
+from schemas.source import Source
+
+
+class PeriodOutOfOrder(ValueError):
+    """The period starts before that of the eval's newest release: releases are written in order."""
+
+
+def release_of_period(session: Session, *, evaluation: Eval, period: Period) -> Release | None:
+    """The eval's release for `period`, if it has one."""
+    return session.exec(select(Release).where(Release.eval_id == evaluation.id, Release.period_start == period.start)).first()
+
+
+def latest_release(session: Session, *, evaluation: Eval) -> Release | None:
+    """The eval's newest release, if any."""
+    return session.exec(select(Release).where(Release.eval_id == evaluation.id).order_by(col(Release.number).desc()).limit(1)).first()
+
+
+def rotation_policy(evaluation: Eval, period: Period) -> RotationPolicy:
+    """The eval's rotation rules for a period: the window ends at the period's start."""
+    starts = [start for start in (evaluation.earliest_occurred_at, period.start - timedelta(days=evaluation.max_age_days) if evaluation.max_age_days else None) if start]
+    admitted = {ItemStatus.APPROVED.value}
+    if evaluation.approval_policy == ApprovalPolicy.AUTO.value:
+        admitted.add(ItemStatus.UNIQUE.value)
+    return RotationPolicy(
+        window_start=max(starts) if starts else None,
+        window_end=period.start,
+        target_size=evaluation.target_size,
+        admitted=frozenset(admitted),
+        source_quotas=dict(evaluation.source_quotas),
+    )
+
+
+def _candidate(item: Item, source: str) -> Candidate:
+    assert item.id is not None
+    return Candidate(item_id=item.id, source=source, occurred_at=item.occurred_at, status=item.status, exposed=item.exposed_at is not None)
+
+
+def _frozen(item: Item, source: str, split: str) -> ReleaseItem:
+    assert item.id is not None
+    text = canonical_json(
+        released_content(
+            item_id=item.id,
+            source=source,
+            external_id=item.external_id,
+            occurred_at=item.occurred_at,
+            title=item.title,
+            input=item.input,
+            reference=item.reference,
+            metadata=item.meta,
+            tags=item.tags,
+        )
+    )
+    return ReleaseItem(release_id=0, item_id=item.id, split=split, occurred_at=item.occurred_at, content_digest=content_digest(text), content=text)
+
+
+def write_release(session: Session, *, evaluation: Eval, period: Period, seal_key: bytes, actor: str, now: datetime | None = None) -> Release:
+    """Write the release of `period` (numbered after the eval's newest) in `session`, flushed and
+    not committed, and return it. The caller checks first that the period has no release yet
+    (`release_of_period`). Raises `PeriodOutOfOrder` when the period starts before the newest
+    release's, and ValueError for a seal key too short to seal with."""
+    assert evaluation.id is not None
+    latest = latest_release(session, evaluation=evaluation)
+    if latest is not None and latest.period_start > period.start:
+        raise PeriodOutOfOrder(
+            f"the period starting {period.start.isoformat()} is before that of release {latest.number} ({latest.period_start.isoformat()}); releases are written in order"
+        )
+    number = (latest.number if latest else 0) + 1
+    policy = rotation_policy(evaluation, period)
+    memberships = {
+        membership.item_id: membership
+        for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, col(EvalItem.retired_release).is_(None))).all()
+    }
+    rows: dict[int, tuple[Item, str]] = {}
+    if memberships:
+        query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_(list(memberships)))
+        rows.update((item.id, (item, source)) for item, source in session.exec(query).all() if item.id is not None)
+    ever = select(EvalItem.item_id).where(EvalItem.eval_id == evaluation.id)
+    fresh_query = (
+        select(Item, Source.name)
+        .join(Source, col(Source.id) == col(Item.source_id))
+        .where(
+            col(Source.name).in_(evaluation.sources),
+            col(Item.status).in_(sorted(policy.admitted)),
+            col(Item.exposed_at).is_(None),
+            col(Item.occurred_at) < policy.window_end,
+            col(Item.id).not_in(ever),
+        )
+    )
+    if policy.window_start is not None:
+        fresh_query = fresh_query.where(col(Item.occurred_at) >= policy.window_start)
+    fresh_rows = {item.id: (item, source) for item, source in session.exec(fresh_query).all() if item.id is not None}
+    plan = plan_rotation(policy, [_candidate(*rows[item_id]) for item_id in sorted(rows)], [_candidate(*fresh_rows[item_id]) for item_id in sorted(fresh_rows)])
+    rows.update(fresh_rows)
+
+    splits = {item_id: memberships[item_id].split for item_id in plan.members if item_id in memberships}
+    splits.update({item_id: (Split.SEALED if is_sealed(seal_key, item_id, evaluation.sealed_fraction) else Split.DEV).value for item_id in plan.added})
+    frozen = [_frozen(*rows[item_id], splits[item_id]) for item_id in sorted(plan.members)]
+    by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
+    now = now or utcnow()
+    release = Release(
+        eval_id=evaluation.id,
+        number=number,
+        period_start=period.start,
+        period_end=period.end,
+        created_at=now,
+        canary=evaluation.canary,
+        dev_root=merkle_root(by_split[Split.DEV.value]),
+        sealed_root=merkle_root(by_split[Split.SEALED.value]),
+        dev_count=len(by_split[Split.DEV.value]),
+        sealed_count=len(by_split[Split.SEALED.value]),
+        diff={
+            "added": sorted(plan.added),
+            "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],
+            "withheld": plan.withheld,
+        },
+    )
+    session.add(release)
+    session.flush()
+    assert release.id is not None
+    for entry in frozen:
+        entry.release_id = release.id
+    session.add_all(frozen)
+    session.add_all(EvalItem(eval_id=evaluation.id, item_id=item_id, split=splits[item_id], first_release=number) for item_id in plan.added)
+    for item_id, reason in plan.retired.items():
+        membership = memberships[item_id]
+        membership.retired_release = number
+        membership.retired_at = now
+        membership.retired_reason = reason.value
+        session.add(membership)
+    details = {"release": number, "period_start": period.start.isoformat(), "added": len(plan.added), "retired": len(plan.retired), "withheld": len(plan.withheld)}
+    session.add(AuditEvent(actor=actor, action="release.create", object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
+    session.flush()
+    return release

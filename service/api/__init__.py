@@ -1,1 +1,0 @@
-"""HTTP routers: thin, one module per resource; the logic lives in service and curation modules."""

@@ -1,0 +1,95 @@
+"""Bearer-token authentication and scope checks for the HTTP API (tokens themselves: service.core.tokens)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from schemas.common import utcnow
+from schemas.evals import Split
+from schemas.token import ApiToken, Scope, effective_scopes
+from service.core.crypto import sha256_hex
+from service.core.problems import ProblemError
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the token's id and name, and its effective scopes."""
+
+    token_id: int
+    name: str
+    scopes: frozenset[str]
+
+    @property
+    def actor(self) -> str:
+        return f"token:{self.name}"
+
+
+def _unauthorized(detail: str) -> ProblemError:
+    return ProblemError(401, "Unauthorized", detail, headers={"WWW-Authenticate": 'Bearer realm="goldenset"'})
+
+
+def authenticate(request: Request) -> Principal:
+    """The principal behind the request's bearer token; 401 when it is missing, unknown or revoked."""
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if not header:
+        raise _unauthorized("this endpoint needs a bearer token: send 'Authorization: Bearer <token>' (create one with `goldenset token create`)")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        raise _unauthorized("the Authorization header must be 'Bearer <token>'")
+    digest = sha256_hex(credentials.strip())
+    engine = request.app.state.engine
+    with Session(engine, expire_on_commit=False) as session:
+        token = session.exec(select(ApiToken).where(ApiToken.token_hash == digest)).first()
+        if token is None or token.id is None:
+            raise _unauthorized("the bearer token is not valid")
+        if token.revoked_at is not None:
+            raise _unauthorized("the bearer token was revoked")
+        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
+        now = utcnow()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
+            session.commit()
+            session.exec(update(ApiToken).where(col(ApiToken.id) == token.id).values(last_used_at=now))
+            session.commit()
+    request.state.principal = principal
+    return principal
+
+
+def require(scope: Scope) -> Callable[[Request], Principal]:
+    """A dependency that authenticates the request and insists on `scope` (403 naming it otherwise)."""
+
+    def dependency(request: Request) -> Principal:
+        principal = authenticate(request)
+        if scope.value not in principal.scopes:
+            raise ProblemError(403, "Forbidden", f"this endpoint needs the '{scope.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
+        return principal
+
+    dependency.__name__ = f"require_{scope.value}"
+    return dependency
+
+
+def authorize_split(request: Request, split: Split, *, run: bool = False) -> Principal:
+    """Authenticate and check the scope the split's content needs: `read` for dev, `sealed` for
+    sealed (403 naming it). `run`: the content asked for is a run's items, not the release's split."""
+    principal = authenticate(request)
+    needed = Scope.SEALED if split is Split.SEALED else Scope.READ
+    if needed.value not in principal.scopes:
+        if run:
+            raise ProblemError(403, "Forbidden", f"the items of a {split.value} run need the '{needed.value}' scope")
+        raise ProblemError(403, "Forbidden", f"the {split.value} split needs the '{needed.value}' scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
+    return principal
+
+
+IngestPrincipal = Annotated[Principal, Depends(require(Scope.INGEST))]
+ReadPrincipal = Annotated[Principal, Depends(require(Scope.READ))]
+CuratePrincipal = Annotated[Principal, Depends(require(Scope.CURATE))]
+AdminPrincipal = Annotated[Principal, Depends(require(Scope.ADMIN))]

@@ -1,0 +1,70 @@
+"""Dependencies shared by the routers: database sessions, settings, the secret key, metrics, bounded
+request bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlmodel import Session
+
+from service.core.db import write_session
+from service.core.metrics import Metrics
+from service.core.problems import ProblemError
+from service.core.settings import Settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine, expire_on_commit=False) as session:
+        yield session
+
+
+def get_write_session(request: Request) -> Iterator[Session]:
+    """A session for requests that read and then write (SQLite: BEGIN IMMEDIATE)."""
+    with write_session(request.app.state.engine) as session:
+        yield session
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_secret_key(request: Request) -> str:
+    """The server's secret key: it decrypts secrets at rest, and with each eval's seal key decides
+    which items are sealed."""
+    key: str = request.app.state.settings.secret_key.get_secret_value()
+    return key
+
+
+def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+SecretKeyDep = Annotated[str, Depends(get_secret_key)]
+
+
+async def read_limited_body(request: Request) -> bytes:
+    """The raw body, refusing (413) one larger than GOLDENSET_MAX_BODY_BYTES before reading it all."""
+    limit: int = request.app.state.settings.max_body_bytes
+    too_large = ProblemError(413, "Payload Too Large", f"the body is larger than the limit of {limit} bytes; split it into smaller batches")
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+BodyDep = Annotated[bytes, Depends(read_limited_body)]

@@ -1,0 +1,77 @@
+"""The service's own routes: liveness and metrics (`/healthz` needs no token; `/metrics` needs
+`read`), and the audit trail (`admin`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy import text
+
+from schemas.audit import AuditPage
+from service.core.audit import list_events
+from service.core.auth import AdminPrincipal, ReadPrincipal
+from service.core.deps import MetricsDep, SessionDep
+from service.core.problems import ProblemError, problem_doc, require_aware
+
+system_router = APIRouter(tags=["system"])
+
+
+@system_router.get("/healthz", responses=problem_doc(503))
+def healthz(session: SessionDep) -> dict[str, str]:
+    """Liveness and database reachability; the only endpoint without a token."""
+    try:
+        session.exec(text("SELECT 1"))  # type: ignore[call-overload]
+    except Exception as exc:
+        raise ProblemError(503, "Service Unavailable", f"the database is unreachable: {type(exc).__name__}") from exc
+    return {"status": "ok", "database": "ok"}
+
+
+@system_router.get("/metrics", response_class=Response, responses=problem_doc(401, 403))
+def metrics(_: ReadPrincipal, metrics: MetricsDep) -> Response:
+    """Prometheus metrics (items ingested and rejected by source, request durations); `read` scope."""
+    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+audit_router = APIRouter(prefix="/v1/audit", tags=["audit"])
+MAX_PAGE = 500
+
+
+@audit_router.get("", response_model=AuditPage, responses=problem_doc(401, 403, 422))
+def audit(
+    _: AdminPrincipal,
+    session: SessionDep,
+    actor: Annotated[str | None, Query(description="Exact actor, e.g. 'token:pipeline' or 'cli'.")] = None,
+    token: Annotated[str | None, Query(description="A token's name (the same as actor 'token:<name>').")] = None,
+    action: Annotated[str | None, Query(description="Exact action, or a prefix ending in '*' (e.g. 'run.*').")] = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    since: Annotated[datetime | None, Query(description="Events at or after this time (with zone).")] = None,
+    until: Annotated[datetime | None, Query(description="Events before this time (with zone).")] = None,
+    sealed: Annotated[bool, Query(description="Only events about the sealed slice (reads, sealed runs, refusals).")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: str | None = None,
+) -> AuditPage:
+    """Audit events, newest first, filtered; each marked `sealed` when it concerns the sealed slice.
+    Pass `next_cursor` as `cursor` for the next page."""
+    if actor is not None and token is not None and actor != f"token:{token}":
+        raise ProblemError(422, "Invalid request", "actor and token name different actors; give one")
+    return list_events(
+        session=session,
+        actor=actor if actor is not None else (f"token:{token}" if token is not None else None),
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        since=require_aware(since, "since"),
+        until=require_aware(until, "until"),
+        sealed_only=sealed,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+router = APIRouter()
+router.include_router(system_router)
+router.include_router(audit_router)

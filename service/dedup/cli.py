@@ -1,0 +1,124 @@
+"""The `goldenset curate` command, and curation after a file ingest. The embedding model and the
+dedup engine load only when something is to be curated."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+from sqlmodel import Session
+
+from service.core.settings import get_settings
+from service.core.terminal import EXIT_BUSY, err, fail, open_engine, out, progress_bar
+
+if TYPE_CHECKING:
+    from curation.dedup.deduplicator import CurationSummary
+
+
+def curate_after_ingest() -> None:
+    """Curate what an ingest left pending; a busy lock or stale fingerprints are reported, not fatal."""
+    from curation.dedup.index import MixedRecipeError
+    from service.dedup.runner import CurationBusy
+
+    try:
+        _run_curation(limit=None)
+    except CurationBusy as exc:
+        err.print(f"not curated now: {exc}", highlight=False)
+    except MixedRecipeError as exc:
+        err.print(f"[yellow]not curated:[/] {exc}", highlight=False)
+
+
+def _run_curation(limit: int | None) -> CurationSummary | None:
+    """Curate with a progress bar and print the summary; None when nothing was pending."""
+    from curation.dedup.state import pending_count
+    from service.dedup.encoder import get_encoder
+    from service.dedup.runner import run_curation
+
+    settings = get_settings()
+    engine = open_engine()
+    with Session(engine) as session:
+        pending = pending_count(session)
+    if limit is not None:
+        pending = min(pending, limit)
+    if pending == 0:
+        err.print("nothing to curate: no pending candidates")
+        return None
+    with err.status("loading the embedding model"):
+        encoder = get_encoder(settings)
+    with progress_bar() as progress:
+        task = progress.add_task("curating", total=pending)
+
+        def on_batch(state: CurationSummary) -> None:
+            progress.update(task, completed=state.decided + state.references, description=f"curating ({state.duplicate} duplicates so far)")
+
+        summary = run_curation(engine, settings, encoder=encoder, limit=limit, on_batch=on_batch)
+    _print_curation(summary)
+    return summary
+
+
+def _run_refingerprint() -> None:
+    """Re-fingerprint with a progress bar and print what was done."""
+    from curation.dedup.fingerprints import MinHashRecipe
+    from curation.dedup.refingerprint import RefingerprintSummary, stale_count
+    from service.dedup.encoder import get_encoder
+    from service.dedup.runner import run_refingerprint
+
+    settings = get_settings()
+    engine = open_engine()
+    with err.status("loading the embedding model"):
+        encoder = get_encoder(settings)
+    with Session(engine) as session:
+        stale = stale_count(session, recipe=MinHashRecipe(), model_id=encoder.model_id)
+    if stale == 0:
+        err.print("every fingerprint is up to date")
+        return
+    with progress_bar() as progress:
+        task = progress.add_task("re-fingerprinting", total=stale)
+
+        def on_batch(state: RefingerprintSummary) -> None:
+            progress.update(task, completed=state.items)
+
+        summary = run_refingerprint(engine, settings, encoder=encoder, on_batch=on_batch)
+    err.print(f"re-fingerprinted {summary.items} items ({summary.encoded} texts encoded)")
+
+
+def _print_curation(summary: CurationSummary) -> None:
+    table = Table(title="curation", show_header=False)
+    for label, value in (("decided", summary.decided), ("unique", summary.unique), ("duplicate", summary.duplicate), ("contaminated", summary.contaminated)):
+        table.add_row(label, str(value))
+    if summary.references:
+        table.add_row("reference items indexed", str(summary.references))
+    for stage, count in sorted(summary.by_stage.items()):
+        table.add_row(f"  by stage: {stage}", str(count))
+    table.add_row("encoder calls (texts)", str(summary.encoded))
+    out.print(table)
+
+
+def curate(
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Decide at most N candidates.")] = None,
+    refingerprint: Annotated[
+        bool, typer.Option("--refingerprint", help="First recompute fingerprints made with another recipe or embedding model (after an upgrade or a model change).")
+    ] = False,
+) -> None:
+    """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item
+    (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
+
+    Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
+    2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint)."""
+    from curation.dedup.index import MixedRecipeError
+    from service.dedup.runner import CurationBusy
+
+    try:
+        if refingerprint:
+            _run_refingerprint()
+        _run_curation(limit=limit)
+    except CurationBusy as exc:
+        raise fail(str(exc), EXIT_BUSY) from exc
+    except MixedRecipeError as exc:
+        raise fail(str(exc)) from exc
+
+
+def register(app: typer.Typer) -> None:
+    """Add `curate` to the `goldenset` app."""
+    app.command()(curate)

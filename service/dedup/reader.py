@@ -1,0 +1,49 @@
+"""The dedup index behind the read API (`/v1/items/{id}/similar`, `/v1/dedup/check`) and the review
+command: read-only, rebuilt whenever curation has moved on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from sqlmodel import Session
+
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.embeddings import Encoder
+from curation.dedup.state import IndexState, index_state
+from service.core.settings import Settings
+
+
+class DedupReader:
+    """A read-only dedup index for the API (`/v1/items/{id}/similar`, `/v1/dedup/check`).
+
+    `deduplicator(session)` returns a `Deduplicator` whose index holds every decided item. The
+    index is rebuilt from the database, under a lock, whenever `index_state` differs from the state
+    it was built at (new decisions or fingerprints, or items sent back to candidate), so answers
+    reflect the newest curation run at the cost of three cheap queries per request. A rebuild
+    makes a new Deduplicator and swaps it in whole: requests already holding the old one finish
+    on it undisturbed, and nothing ever writes through it. It never decides or stores anything.
+    """
+
+    def __init__(self, settings: Settings, *, encoder: Callable[[], Encoder]) -> None:
+        self.settings = settings
+        self._encoder = encoder
+        self._lock = threading.Lock()
+        self._current: tuple[Deduplicator, IndexState] | None = None
+
+    def encoder(self) -> Encoder:
+        return self._encoder()
+
+    def deduplicator(self, session: Session) -> Deduplicator:
+        state = index_state(session)
+        current = self._current
+        if current is not None and current[1] == state:
+            return current[0]
+        with self._lock:
+            current = self._current
+            if current is not None and current[1] == state:
+                return current[0]
+            deduplicator = Deduplicator(encoder=self.encoder(), config=self.settings.dedup_config())
+            deduplicator.load(session)
+            self._current = (deduplicator, state)
+            return deduplicator

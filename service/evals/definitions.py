@@ -1,0 +1,129 @@
+"""Eval definitions: creation (with a fresh seal key and canary), lookup, changes, each audited.
+
+The seal key is 32 random bytes, kept only encrypted with GOLDENSET_SECRET_KEY; it decides the
+sealed slice (`curation.releases.sealing`) and never leaves the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import uuid
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from curation.releases.periods import cron_trigger
+from curation.releases.sealing import SEAL_KEY_BYTES
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate
+from schemas.release import Release
+from schemas.source import Source, SourceKind
+from service.core.crypto import decrypt, encrypt
+from service.core.problems import ProblemError
+
+CANARY_PREFIX = "GOLDENSET CANARY GUID "
+
+
+def get_eval(*, session: Session, name: str) -> Eval | None:
+    return session.exec(select(Eval).where(Eval.name == name)).first()
+
+
+def require_eval(*, session: Session, name: str) -> Eval:
+    """The eval called `name`, or a 404 problem saying how to create it."""
+    found = get_eval(session=session, name=name)
+    if found is None:
+        raise ProblemError(404, "Not Found", f"eval {name!r} does not exist; create it with POST /v1/evals (admin scope) or `goldenset eval create {name}`")
+    return found
+
+
+def seal_key(evaluation: Eval, *, secret_key: str) -> bytes:
+    """The eval's seal key in the clear (raises ValueError when GOLDENSET_SECRET_KEY changed)."""
+    return base64.b64decode(decrypt(evaluation.seal_key, secret_key=secret_key))
+
+
+def latest_release_number(session: Session, eval_id: int) -> int | None:
+    number = session.exec(select(func.max(Release.number)).where(Release.eval_id == eval_id)).one()
+    return int(number) if number is not None else None
+
+
+def to_read(session: Session, evaluation: Eval) -> EvalRead:
+    assert evaluation.id is not None
+    data = evaluation.model_dump(exclude={"seal_key"})
+    return EvalRead(**data, latest_release=latest_release_number(session, evaluation.id))
+
+
+def _check_settings(session: Session, values: dict[str, Any]) -> None:
+    """Refuse (422) a schedule that is not a crontab expression and sources that do not exist."""
+    if "schedule" in values:
+        try:
+            cron_trigger(values["schedule"])
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid request", str(exc)) from exc
+    names = set(values.get("sources") or []) | set(values.get("source_quotas") or {})
+    if names:
+        rows = session.exec(select(Source.name, Source.kind).where(col(Source.name).in_(names))).all()
+        kinds = dict(rows)
+        missing = sorted(names - set(kinds))
+        if missing:
+            raise ProblemError(422, "Invalid request", f"unknown source(s): {', '.join(missing)}; create them first (`goldenset source create` or ingest into them)")
+        references = sorted(name for name, kind in kinds.items() if kind == SourceKind.REFERENCE.value)
+        if references:
+            raise ProblemError(422, "Invalid request", f"{', '.join(references)} are public reference corpora: their items are never released")
+    quotas = values.get("source_quotas") or {}
+    outside = sorted(set(quotas) - set(values.get("sources") or quotas))
+    if outside:
+        raise ProblemError(422, "Invalid request", f"quotas name source(s) the eval does not take: {', '.join(outside)}")
+
+
+def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: str, key: bytes | None = None) -> Eval:
+    """Create an eval with a new canary GUID and seal key (`key`, for restoring an eval elsewhere,
+    replaces the random one). 409 when the name is taken, 422 on bad settings."""
+    values = data.model_dump()
+    _check_settings(session, values)
+    if get_eval(session=session, name=data.name) is not None:
+        raise ProblemError(409, "Conflict", f"eval {data.name!r} already exists; change it with PATCH /v1/evals/{data.name}")
+    raw_key = key if key is not None else secrets.token_bytes(SEAL_KEY_BYTES)
+    evaluation = Eval(
+        **values,
+        canary=f"{CANARY_PREFIX}{uuid.uuid4()}",
+        seal_key=encrypt(base64.b64encode(raw_key).decode("ascii"), secret_key=secret_key),
+    )
+    session.add(evaluation)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise ProblemError(409, "Conflict", f"eval {data.name!r} already exists") from exc
+    details = data.model_dump(mode="json", exclude={"name"})
+    session.add(AuditEvent(actor=actor, action="eval.create", object_type="eval", object_id=data.name, details=details))
+    session.commit()
+    return evaluation
+
+
+def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: str) -> Eval:
+    """Apply the fields set in `data`. The sealed fraction is fixed once a release exists (409)."""
+    changes = data.model_dump(exclude_unset=True)
+    assert evaluation.id is not None
+    if "sealed_fraction" in changes and changes["sealed_fraction"] != evaluation.sealed_fraction and latest_release_number(session, evaluation.id) is not None:
+        raise ProblemError(
+            409, "Conflict", f"eval {evaluation.name!r} has releases: its sealed fraction is fixed, so that no item ever moves between the sealed and dev splits"
+        )
+    merged = {"sources": evaluation.sources, "source_quotas": evaluation.source_quotas} | {key: value for key, value in changes.items() if value is not None}
+    _check_settings(session, merged)
+    for field, value in changes.items():
+        if value is None and field not in ("max_age_days", "earliest_occurred_at", "description"):
+            continue  # a null for a required setting means "unchanged"
+        setattr(evaluation, field, value if value is not None or field != "description" else "")
+    evaluation.updated_at = utcnow()
+    session.add(evaluation)
+    session.add(AuditEvent(actor=actor, action="eval.update", object_type="eval", object_id=evaluation.name, details=data.model_dump(mode="json", exclude_unset=True)))
+    session.commit()
+    return evaluation
+
+
+def list_evals(*, session: Session) -> list[Eval]:
+    return list(session.exec(select(Eval).order_by(col(Eval.name))).all())

@@ -1,0 +1,198 @@
+"""Reading releases: summaries, manifests, released items, JSONL exports, verification, and the
+sealed-read budget.
+
+Everything served is built from the rows written with the release (frozen canonical JSON), in a
+fixed order, so a numbered release reads the same, byte for byte, every time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from curation.releases.content import canonical_json, content_digest, merkle_root
+from schemas.audit import AuditEvent
+from schemas.evals import Eval, Split
+from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, SealedRead, VerifyReport
+from service.core.problems import ProblemError
+
+LATEST = "latest"
+
+
+class SealedBudgetExceeded(PermissionError):
+    """The release's sealed content was read (or run) as often as the eval's budget allows."""
+
+    def __init__(self, evaluation: Eval, release: Release, used: int) -> None:
+        self.budget = evaluation.sealed_read_budget
+        self.used = used
+        super().__init__(
+            f"the sealed-read budget of eval {evaluation.name!r} is {evaluation.sealed_read_budget} per release and release {release.number} has used {used}; "
+            "sealed items are for final decisions only: iterate on the dev split, or wait for the next release"
+        )
+
+
+def resolve_release(*, session: Session, evaluation: Eval, ref: str) -> Release:
+    """Release `ref` (a number or `latest`) of the eval, or a 404 problem."""
+    query = select(Release).where(Release.eval_id == evaluation.id)
+    if ref == LATEST:
+        release = session.exec(query.order_by(col(Release.number).desc()).limit(1)).first()
+        if release is None:
+            raise ProblemError(404, "Not Found", f"eval {evaluation.name!r} has no release yet; refresh it (`goldenset refresh --eval {evaluation.name}`)")
+        return release
+    if not ref.isdigit():
+        raise ProblemError(422, "Invalid request", f"a release is a number or 'latest', not {ref!r}")
+    release = session.exec(query.where(Release.number == int(ref))).first()
+    if release is None:
+        raise ProblemError(404, "Not Found", f"eval {evaluation.name!r} has no release {ref}")
+    return release
+
+
+def summary(evaluation: Eval, release: Release) -> ReleaseSummary:
+    return ReleaseSummary(
+        eval=evaluation.name,
+        number=release.number,
+        period_start=release.period_start,
+        period_end=release.period_end,
+        created_at=release.created_at,
+        canary=release.canary,
+        dev_merkle_root=release.dev_root,
+        sealed_merkle_root=release.sealed_root,
+        dev_count=release.dev_count,
+        sealed_count=release.sealed_count,
+        diff=ReleaseDiff.model_validate(release.diff),
+    )
+
+
+def list_releases(*, session: Session, evaluation: Eval) -> list[ReleaseSummary]:
+    releases = session.exec(select(Release).where(Release.eval_id == evaluation.id).order_by(col(Release.number))).all()
+    return [summary(evaluation, release) for release in releases]
+
+
+def manifest(*, session: Session, evaluation: Eval, release: Release) -> ReleaseManifest:
+    """The manifest: every item as (item_id, split, content_digest), by item id."""
+    rows = session.exec(
+        select(ReleaseItem.item_id, ReleaseItem.split, ReleaseItem.content_digest).where(ReleaseItem.release_id == release.id).order_by(col(ReleaseItem.item_id))
+    ).all()
+    entries = [ManifestEntry(item_id=item_id, split=split, content_digest=digest) for item_id, split, digest in rows]
+    return ReleaseManifest(**summary(evaluation, release).model_dump(), items=entries)
+
+
+def released_items(*, session: Session, release: Release, split: Split, occurred_after: datetime | None = None) -> list[ReleasedItem]:
+    """The items of one split as released, newest incident first (ties: higher id first)."""
+    query = select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
+    if occurred_after is not None:
+        query = query.where(col(ReleaseItem.occurred_at) >= occurred_after)
+    rows = session.exec(query.order_by(col(ReleaseItem.occurred_at).desc(), col(ReleaseItem.item_id).desc())).all()
+    return [ReleasedItem(item_id=row.item_id, split=row.split, content_digest=row.content_digest, content=json.loads(row.content)) for row in rows]
+
+
+def split_count(*, session: Session, release: Release, split: Split, occurred_after: datetime | None = None) -> int:
+    """How many items of one split of the release occurred at or after `occurred_after`."""
+    query = select(func.count()).select_from(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
+    if occurred_after is not None:
+        query = query.where(col(ReleaseItem.occurred_at) >= occurred_after)
+    return int(session.exec(query).one())
+
+
+def export_lines(*, session: Session, evaluation: Eval, release: Release, split: Split, occurred_after: datetime | None = None) -> Iterator[str]:
+    """A JSONL export: a header line (canary, release, roots; for the dev split also the sealed
+    items as item id and digest only), then one released item a line, each line canonical JSON."""
+    header: dict[str, object] = {
+        "canary": release.canary,
+        "eval": evaluation.name,
+        "release": release.number,
+        "period_start": release.period_start.isoformat(),
+        "period_end": release.period_end.isoformat(),
+        "split": split.value,
+        "dev_merkle_root": release.dev_root,
+        "sealed_merkle_root": release.sealed_root,
+        "occurred_after": occurred_after.isoformat() if occurred_after else None,
+    }
+    if split is Split.DEV:
+        sealed = session.exec(
+            select(ReleaseItem.item_id, ReleaseItem.content_digest)
+            .where(ReleaseItem.release_id == release.id, ReleaseItem.split == Split.SEALED.value)
+            .order_by(col(ReleaseItem.item_id))
+        ).all()
+        header["sealed"] = [{"item_id": item_id, "content_digest": digest} for item_id, digest in sealed]
+    yield canonical_json(header) + "\n"
+    for item in released_items(session=session, release=release, split=split, occurred_after=occurred_after):
+        yield canonical_json({**item.content, "split": item.split, "content_digest": item.content_digest}) + "\n"
+
+
+def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: str = "read") -> SealedRead:
+    """Count one use of the release's sealed content (a read, or a sealed run) and audit it;
+    commits. Raises SealedBudgetExceeded, counting nothing, when the eval's per-release budget is
+    used up. Concurrent callers are serialised on the release (a row lock on PostgreSQL; SQLite
+    callers should use a `write_session`), so the budget is never overrun."""
+    session.exec(select(Release.id).where(Release.id == release.id).with_for_update()).first()
+    used = sealed_reads_used(session=session, release=release)
+    if used >= evaluation.sealed_read_budget:
+        session.add(
+            AuditEvent(
+                actor=actor,
+                action="release.sealed_refused",
+                object_type="release",
+                object_id=f"{evaluation.name}/{release.number}",
+                count=0,
+                details={"budget": evaluation.sealed_read_budget, "used": used, "purpose": purpose},
+            )
+        )
+        session.commit()
+        raise SealedBudgetExceeded(evaluation, release, used)
+    assert release.id is not None
+    entry = SealedRead(release_id=release.id, actor=actor, purpose=purpose, item_count=item_count)
+    session.add(entry)
+    session.add(
+        AuditEvent(
+            actor=actor,
+            action=f"release.sealed_{purpose}",
+            object_type="release",
+            object_id=f"{evaluation.name}/{release.number}",
+            count=item_count,
+            details={"budget": evaluation.sealed_read_budget, "used": used + 1},
+        )
+    )
+    session.commit()
+    return entry
+
+
+def sealed_reads_used(*, session: Session, release: Release) -> int:
+    """How many sealed reads and sealed runs the release has served."""
+    return int(session.exec(select(func.count()).select_from(SealedRead).where(SealedRead.release_id == release.id)).one())
+
+
+def verify_release(*, session: Session, evaluation: Eval, release: Release) -> VerifyReport:
+    """Recompute every item's digest from its frozen content, the canonical form of that content,
+    and both Merkle roots; report each mismatch (an empty list: the release is intact)."""
+    rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == release.id).order_by(col(ReleaseItem.item_id))).all()
+    mismatches: list[str] = []
+    by_split: dict[str, list[tuple[int, str]]] = {split.value: [] for split in Split}
+    for row in rows:
+        digest = content_digest(row.content)
+        if digest != row.content_digest:
+            mismatches.append(f"item {row.item_id}: content digest {digest} differs from the recorded {row.content_digest}")
+        try:
+            content = json.loads(row.content)
+        except ValueError:
+            mismatches.append(f"item {row.item_id}: frozen content is not JSON")
+            continue
+        if canonical_json(content) != row.content:
+            mismatches.append(f"item {row.item_id}: frozen content is not in canonical form")
+        if content.get("id") != row.item_id:
+            mismatches.append(f"item {row.item_id}: frozen content names item {content.get('id')}")
+        if row.split not in by_split:
+            mismatches.append(f"item {row.item_id}: unknown split {row.split!r}")
+            continue
+        by_split[row.split].append((row.item_id, row.content_digest))
+    for split, recorded, count in ((Split.DEV, release.dev_root, release.dev_count), (Split.SEALED, release.sealed_root, release.sealed_count)):
+        root = merkle_root(by_split[split.value])
+        if root != recorded:
+            mismatches.append(f"{split.value} Merkle root {root} differs from the recorded {recorded}")
+        if len(by_split[split.value]) != count:
+            mismatches.append(f"{split.value} split holds {len(by_split[split.value])} items, the release records {count}")
+    return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches)

@@ -1,0 +1,184 @@
+"""The evidence commands: `goldenset report temporal-split` and `goldenset probe`. Both work on the configured database directly, with the same
+code as the HTTP API, so a probe run here is stored and shown by `GET /v1/probes/{id}` too.
+
+Exit status: 0 when the report was made (flagged or not: evidence, not a verdict), 2 on a usage
+error or a refusal that names what is missing, 4 when the gate refuses a probe, 5 when a probe
+ran but could not produce a report.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from pydantic import SecretStr, ValidationError
+from rich.panel import Panel
+from rich.table import Table
+from sqlmodel import Session
+
+from curation.evidence.wording import p_text
+from schemas.evidence import EvidenceWarning, ProbeReport, TemporalSplitReport
+from schemas.probes import ProbeCreate
+from service.core.problems import ProblemError
+from service.core.settings import get_settings
+from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, err, fail, open_engine, out, progress_bar
+from service.evidence.probes import execute_probe, prepare_probe, probe_read, require_probe
+from service.evidence.temporal_split import temporal_split
+
+report_app = typer.Typer(help="Contamination evidence reports.", no_args_is_help=True)
+
+
+def _chart_format(path: Path) -> Literal["svg", "png"]:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in ("svg", "png"):
+        raise fail(f"--chart {path}: name the file .svg or .png")
+    return "svg" if suffix == "svg" else "png"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _warnings(warnings: list[EvidenceWarning]) -> None:
+    for warning in warnings:
+        out.print(f"[yellow]warning ({warning.code}):[/] {warning.message}", highlight=False)
+
+
+def print_temporal_split(report: TemporalSplitReport) -> None:
+    """The report as a person reads it: the halves, the gap with its interval and p-value, the
+    warnings, the summary and the statement of what the evidence is and is not."""
+    table = Table("half", "items", f"mean {report.score_name}", "human success", "dated", title=f"{report.model} on {report.corpus}, cutoff {report.cutoff}")
+    for half in (report.before, report.after):
+        label = "before cutoff" if half.label == "before_cutoff" else "on or after cutoff"
+        human = f"{_pct(half.human_success_rate)} (n = {half.human_n})" if half.human_n else "—"
+        table.add_row(label, str(half.n), f"{half.mean_score:.3f}", human, f"{half.first_occurred_at:%Y-%m-%d} … {half.last_occurred_at:%Y-%m-%d}")
+    out.print(table)
+    verdict = "[bold red]flagged[/]" if report.flagged else "[green]not flagged[/]"
+    out.print(
+        f"difference {report.difference * 100:+.1f} points, 95% interval [{report.interval.low * 100:+.1f}, {report.interval.high * 100:+.1f}], "
+        f"permutation {p_text(report.p_value)}: {verdict} (alpha {report.alpha}); smallest gap this data detects with 80% power: "
+        f"{report.minimum_detectable_difference * 100:.1f} points",
+        highlight=False,
+    )
+    _warnings(report.warnings)
+    out.print(report.summary, highlight=False)
+    out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
+
+
+def print_probe(report: ProbeReport) -> None:
+    """A probe report: per metric the bands' medians, the gap, the share above the control's 95th
+    percentile and both p-values; then warnings, summary and statement."""
+    table = Table("metric", "pre-cutoff median", "control median", "gap", "above control p95", "Mann–Whitney p", "length-matched p", "flagged", title=(
+        f"{report.model} on {report.dataset} ({report.split}): {report.n_pre_cutoff} pre-cutoff items, {report.n_control} control items, cutoff {report.cutoff}"
+    ))
+    for metric in report.metrics:
+        flag = "[bold red]yes[/]" if metric.flagged else "no"
+        table.add_row(
+            metric.metric.value, f"{metric.pre_median:.3f}", f"{metric.control_median:.3f}", f"{metric.median_gap:+.3f}",
+            f"{metric.share_above_control_p95:.0%}", f"{metric.p_value:.2g}", f"{metric.length_matched_p_value:.2g}", flag,
+        )  # fmt: skip
+    out.print(table)
+    _warnings(report.warnings)
+    out.print(report.summary, highlight=False)
+    out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
+
+
+@report_app.command("temporal-split")
+def temporal_split_command(
+    model: Annotated[str, typer.Option("--model", help="A registered model with a training cutoff.")],
+    eval: Annotated[str | None, typer.Option("--eval", help="An eval: the results of its runs.")] = None,
+    corpus: Annotated[str | None, typer.Option("--corpus", help="A public corpus: the results uploaded for the model.")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
+) -> None:
+    """The model's score before versus after its training cutoff: evidence about one score, not a verdict."""
+    image_format = _chart_format(chart) if chart is not None else None
+    with Session(open_engine()) as session:
+        try:
+            report = temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus)
+        except ProblemError as exc:
+            raise fail(exc.detail) from exc
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        print_temporal_split(report)
+    if chart is not None and image_format is not None:
+        from curation.evidence.charts import temporal_split_chart
+
+        chart.write_bytes(temporal_split_chart(report, image_format=image_format))
+        err.print(f"chart written to {chart}")
+
+
+def probe_command(
+    model: Annotated[str, typer.Option("--model", help="A registered model with a training cutoff.")],
+    endpoint: Annotated[str, typer.Option("--endpoint", help="A registered endpoint serving the model.")],
+    eval: Annotated[str | None, typer.Option("--eval", help="Probe this eval's dev items (never sealed ones).")] = None,
+    corpus: Annotated[str | None, typer.Option("--corpus", help="Probe this public corpus instead.")] = None,
+    release: Annotated[str, typer.Option("--release", help="A release number, or latest.")] = "latest",
+    limit: Annotated[int | None, typer.Option("--limit", min=4, help="Probe at most N items, half each side of the cutoff.")] = None,
+    allow_exposure: Annotated[bool, typer.Option("--allow-exposure", help="Send an eval's items to an endpoint that fails the gate; they are marked exposed.")] = False,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key (default GOLDENSET_ENDPOINT_KEY_<ENDPOINT>).")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=64, help="Requests in flight.")] = 4,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request attempt.")] = 60.0,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
+) -> None:
+    """Probe a model for memorised items: cut each item, ask for the rest, compare pre-cutoff items with the control band."""
+    image_format = _chart_format(chart) if chart is not None else None
+    api_key: SecretStr | None = None
+    if api_key_env is not None:
+        if not os.environ.get(api_key_env):
+            raise fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+        api_key = SecretStr(os.environ[api_key_env])
+    try:
+        data = ProbeCreate(
+            eval=eval, corpus=corpus, release=int(release) if release.isdigit() else release, model=model, endpoint=endpoint, limit=limit,
+            allow_exposure=allow_exposure, api_key=api_key, concurrency=concurrency, timeout_seconds=timeout,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise fail("; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())) from exc
+    engine = open_engine()
+    try:
+        prepared = prepare_probe(engine=engine, data=data, actor=CLI_ACTOR, terms_max_age_days=get_settings().terms_max_age_days)
+    except ProblemError as exc:
+        condition = exc.extra.get("condition")
+        raise fail(f"{exc.detail}" + (f" (condition: {condition})" if condition else ""), EXIT_REFUSED if exc.status == 403 else EXIT_USAGE) from exc
+    source = {"request": "--api-key-env", "environment": prepared.key_variable, "none": "none"}[prepared.api_key_from]
+    err.print(f"probe {prepared.probe_id}: {len(prepared.plan.prompts)} items to {endpoint} (API key: {source})", highlight=False)
+    stop = threading.Event()
+    result: list[ProbeReport | None] = []
+    with progress_bar(remaining=True) as progress:
+        task = progress.add_task("probing", total=len(prepared.plan.prompts))
+        worker = threading.Thread(
+            target=lambda: result.append(execute_probe(engine, prepared, stop=stop, progress=lambda done, _: progress.update(task, completed=done))), daemon=True
+        )
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(timeout=0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            worker.join()
+    report = result[0] if result else None
+    if report is None:
+        with Session(engine) as session:
+            shown = probe_read(session, require_probe(session=session, probe_id=prepared.probe_id))
+        raise fail(f"probe {prepared.probe_id} failed: {shown.error}", EXIT_FAILED)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        print_probe(report)
+    if chart is not None and image_format is not None:
+        from curation.evidence.charts import probe_chart
+
+        chart.write_bytes(probe_chart(report, image_format=image_format))
+        err.print(f"chart written to {chart}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report temporal-split` and `probe` to the main app."""
+    app.add_typer(report_app, name="report")
+    app.command("probe")(probe_command)

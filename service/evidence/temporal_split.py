@@ -1,0 +1,184 @@
+"""The temporal-split report in the service: per-item results gathered from the database (an eval's
+runs, or results uploaded for a registered public corpus), handed to
+`curation.evidence.temporal_split`, and the refusals turned into problems a person can act on.
+
+An item scored in several runs counts once, with the mean of its scores (the report needs one
+result per item). Human success is stored as the share of people who solved an item; the report
+counts an item as solved by people where that share is at least one half.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import date, datetime
+
+import numpy as np
+from sqlalchemy import func
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
+
+from curation.evidence.temporal_split import NotEnoughItems, temporal_split_report
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.corpus_results import CorpusResult, CorpusResultError, CorpusResultsAccepted, CorpusResultsPost
+from schemas.evals import Eval
+from schemas.evidence import ItemResult, TemporalSplitReport
+from schemas.item import Item
+from schemas.model_registry import Model
+from schemas.runs import Result, Run, RunItem
+from schemas.source import Source, SourceKind
+from service.core.problems import ProblemError
+from service.evals.definitions import require_eval
+from service.runs.model_registry import require_model
+from service.sources.definitions import get_source
+
+REPORT_SEED = 20240101
+"""The bootstrap and permutation draws are seeded: the same results always give the same report."""
+HUMAN_SOLVED_SHARE = 0.5
+
+
+def require_corpus(*, session: Session, name: str) -> Source:
+    """The registered public corpus `name` (a reference source), or a 404/422 problem."""
+    source = get_source(session=session, name=name)
+    if source is None:
+        raise ProblemError(404, "Not Found", f"no public corpus {name!r}; register one with `goldenset reference add {name} FILE --mapping MAPPING`")
+    if source.kind != SourceKind.REFERENCE.value:
+        raise ProblemError(
+            422, "Invalid request", f"source {name!r} holds private incidents, not a public corpus; for an eval's items ask with eval=NAME instead of corpus={name}"
+        )
+    return source
+
+
+def require_cutoff(model: Model) -> date:
+    """The model's training cutoff, or a 422 problem saying how to record it."""
+    if model.training_cutoff is None:
+        raise ProblemError(
+            422,
+            "Training cutoff missing",
+            f"model {model.name!r} has no training cutoff registered, so there is no 'before' and 'after' to compare; "
+            f"record the date its provider states with PATCH /v1/models/{model.name} {{\"training_cutoff\": \"YYYY-MM-DD\"}}",
+        )
+    return model.training_cutoff
+
+
+def _one_per_item(rows: Iterable[tuple[str, datetime, float, float | None]]) -> list[ItemResult]:
+    scores: dict[str, list[float]] = defaultdict(list)
+    humans: dict[str, list[float]] = defaultdict(list)
+    dates: dict[str, datetime] = {}
+    for item_id, occurred_at, score, human in rows:
+        scores[item_id].append(score)
+        dates[item_id] = occurred_at
+        if human is not None:
+            humans[item_id].append(human)
+    return [
+        ItemResult(
+            item_id=item_id,
+            occurred_at=dates[item_id],
+            score=float(np.mean(values)),
+            human_success=(float(np.mean(humans[item_id])) >= HUMAN_SOLVED_SHARE) if humans[item_id] else None,
+        )
+        for item_id, values in scores.items()
+    ]
+
+
+def eval_item_results(*, session: Session, evaluation: Eval, model: Model) -> list[ItemResult]:
+    """One result per item the model was scored on in any run of the eval (mean over runs), dated
+    by the item's incident date as served."""
+    rows = session.execute(
+        sa_select(col(Result.item_id), col(RunItem.occurred_at), col(Result.score), col(Result.human_success))
+        .join(RunItem, (col(RunItem.run_id) == col(Result.run_id)) & (col(RunItem.item_id) == col(Result.item_id)))
+        .join(Run, col(Run.id) == col(Result.run_id))
+        .where(col(Run.eval_id) == evaluation.id, col(Run.model_id) == model.id)
+    ).all()
+    return _one_per_item((str(item_id), at, score, human) for item_id, at, score, human in rows)
+
+
+def corpus_item_results(*, session: Session, corpus: Source, model: Model) -> list[ItemResult]:
+    """The model's uploaded results on the corpus, by the corpus's own item ids."""
+    rows = session.execute(
+        sa_select(col(Item.external_id), col(Item.occurred_at), col(CorpusResult.score), col(CorpusResult.human_success))
+        .join(Item, col(Item.id) == col(CorpusResult.item_id))
+        .where(col(Item.source_id) == corpus.id, col(CorpusResult.model_id) == model.id)
+    ).all()
+    return _one_per_item((external_id, at, score, human) for external_id, at, score, human in rows)
+
+
+def temporal_split(*, session: Session, model_name: str, eval_name: str | None = None, corpus_name: str | None = None) -> TemporalSplitReport:
+    """The temporal-split report of `model_name` on an eval's run results or a corpus's uploaded
+    results (exactly one of `eval_name`, `corpus_name`). Raises ProblemError: 404 (unknown eval,
+    corpus or model; no results for the model there), 422 (no cutoff registered; a half of the
+    split with fewer than 2 items; both or neither target given)."""
+    if (eval_name is None) == (corpus_name is None):
+        raise ProblemError(422, "Invalid request", "give exactly one of eval=NAME (results of an eval's runs) or corpus=NAME (results uploaded for a public corpus)")
+    model = require_model(session=session, name=model_name)
+    cutoff = require_cutoff(model)
+    if eval_name is not None:
+        evaluation = require_eval(session=session, name=eval_name)
+        results = eval_item_results(session=session, evaluation=evaluation, model=model)
+        label, missing = f"eval {eval_name}", f"no results of model {model_name!r} in any run of eval {eval_name!r}; post them with POST /v1/runs/{{id}}/results"
+    else:
+        assert corpus_name is not None
+        corpus = require_corpus(session=session, name=corpus_name)
+        results = corpus_item_results(session=session, corpus=corpus, model=model)
+        label, missing = corpus_name, f"no results of model {model_name!r} on corpus {corpus_name!r}; upload them with POST /v1/corpora/{corpus_name}/results"
+    if not results:
+        raise ProblemError(404, "No results", missing)
+    try:
+        return temporal_split_report(results, cutoff=cutoff, model=model.name, corpus=label, rng=np.random.default_rng(REPORT_SEED))
+    except NotEnoughItems as exc:
+        raise ProblemError(422, "Too few items", f"{exc} ({len(results)} items have results)", items=len(results), cutoff=cutoff.isoformat()) from exc
+
+
+def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResultsPost, actor: str) -> CorpusResultsAccepted:
+    """Store one model's results on the corpus. Results naming an item the corpus lacks, naming
+    one twice, or changing a stored score without `replace` are refused by position; the rest are
+    kept. Commits."""
+    model = require_model(session=session, name=data.model)
+    assert model.id is not None and corpus.id is not None
+    wanted = {entry.external_id for entry in data.results}
+    items = dict(
+        session.exec(
+            select(Item.external_id, Item.id).where(Item.source_id == corpus.id, col(Item.external_id).in_(wanted))
+        ).all()
+    )
+    stored = {row.item_id: row for row in session.exec(select(CorpusResult).where(CorpusResult.model_id == model.id, col(CorpusResult.item_id).in_(list(items.values())))).all()}
+    errors: list[CorpusResultError] = []
+    seen: set[str] = set()
+    counts = {"stored": 0, "replaced": 0, "unchanged": 0}
+    now = utcnow()
+    for position, entry in enumerate(data.results):
+        item_id = items.get(entry.external_id)
+        if entry.external_id in seen:
+            detail = "this item appears earlier in the batch; give one result per item"
+            errors.append(CorpusResultError(position=position, external_id=entry.external_id, reason="duplicate", detail=detail))
+            continue
+        seen.add(entry.external_id)
+        if item_id is None:
+            detail = f"corpus {corpus.name!r} has no item {entry.external_id!r}; add it with `goldenset reference add {corpus.name} FILE`"
+            errors.append(CorpusResultError(position=position, external_id=entry.external_id, reason="unknown_item", detail=detail))
+            continue
+        existing = stored.get(item_id)
+        if existing is None:
+            session.add(CorpusResult(model_id=model.id, item_id=item_id, score=entry.score, human_success=entry.human_success, actor=actor, created_at=now, updated_at=now))
+            counts["stored"] += 1
+        elif (existing.score, existing.human_success) == (entry.score, entry.human_success):
+            counts["unchanged"] += 1
+        elif data.replace:
+            existing.score, existing.human_success, existing.actor, existing.updated_at = entry.score, entry.human_success, actor, now
+            session.add(existing)
+            counts["replaced"] += 1
+        else:
+            detail = f"already scored {existing.score} for model {model.name!r}; send replace: true to overwrite it"
+            errors.append(CorpusResultError(position=position, external_id=entry.external_id, reason="conflict", detail=detail))
+    if counts["stored"] or counts["replaced"]:
+        details = {"model": model.name, **counts, "rejected": len(errors)}
+        session.add(AuditEvent(actor=actor, action="corpus.results", object_type="source", object_id=corpus.name, count=counts["stored"] + counts["replaced"], details=details))
+    session.commit()
+    scored = session.exec(
+        select(func.count()).select_from(CorpusResult).join(Item, col(Item.id) == col(CorpusResult.item_id)).where(CorpusResult.model_id == model.id, Item.source_id == corpus.id)
+    ).one()
+    total = session.exec(select(func.count()).select_from(Item).where(Item.source_id == corpus.id)).one()
+    return CorpusResultsAccepted(
+        corpus=corpus.name, model=model.name, **counts, rejected=len(errors), errors=errors, scored=int(scored), corpus_items=int(total)
+    )

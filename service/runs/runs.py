@@ -1,0 +1,240 @@
+"""Runs: sending a release's split to a model endpoint, recording each item in the exposure
+ledger, gating sealed runs, marking exposed items, and collecting per-item results.
+
+A run is written in one transaction with its ledger rows, its audit event and, for an endpoint
+that may train on inputs (`curation.runs.gate.exposes`), the exposure marks on its items: the next
+refresh of every eval holding them retires them (`service.evals.refresh`), while dedup keeps them in
+its history, so a later paraphrase of one is a duplicate rather than a fresh item. A sealed run
+first passes the gate (`curation.runs.gate.judge_sealed_run`), then takes one unit of the release's
+sealed-read budget (`service.evals.releases.consume_sealed_read`, race-safe) before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+from curation.runs.gate import SealedRunRequest, judge_sealed_run
+from curation.runs.ledger import record_run
+from curation.runs.scores import summarise
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.evals import Eval, Split
+from schemas.model_registry import Endpoint, Model
+from schemas.release import Release, ReleaseItem
+from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary
+from service.core.db import write_session
+from service.core.problems import ProblemError, require_aware
+from service.evals.definitions import require_eval
+from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, resolve_release, sealed_reads_used
+from service.runs.model_registry import require_serving_endpoint
+
+MAX_NAMED = 50
+
+
+def _named(ids: Sequence[int]) -> str:
+    shown = ", ".join(str(item_id) for item_id in ids[:MAX_NAMED])
+    return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+
+
+def run_read(session: Session, run: Run) -> RunRead:
+    assert run.id is not None
+    evaluation, release = session.get(Eval, run.eval_id), session.get(Release, run.release_id)
+    model, endpoint = session.get(Model, run.model_id), session.get(Endpoint, run.endpoint_id)
+    assert evaluation is not None and release is not None and model is not None and endpoint is not None
+    return RunRead(
+        id=run.id,
+        eval=evaluation.name,
+        release=release.number,
+        split=run.split,
+        model=model.name,
+        endpoint=endpoint.name,
+        training_cutoff=model.training_cutoff,
+        trains_on_inputs=run.trains_on_inputs,
+        terms_checked_at=run.terms_checked_at,
+        exposes_items=run.exposes_items,
+        occurred_after=run.occurred_after,
+        item_count=run.item_count,
+        actor=run.actor,
+        created_at=run.created_at,
+        canary=release.canary,
+    )
+
+
+def require_run(*, session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise ProblemError(404, "Not Found", f"no run with id {run_id}; start one with POST /v1/evals/{{name}}/runs")
+    return run
+
+
+def run_items(*, session: Session, run: Run, after_id: int | None = None, limit: int | None = None) -> tuple[list[RunItemRead], int | None]:
+    """The run's items in the order they were served (newest incident first), from ledger row
+    `after_id` on; and the ledger id of the last one returned when more follow."""
+    query = (
+        select(RunItem.id, ReleaseItem)
+        .join(ReleaseItem, (col(ReleaseItem.release_id) == col(RunItem.release_id)) & (col(ReleaseItem.item_id) == col(RunItem.item_id)))
+        .where(RunItem.run_id == run.id)
+        .order_by(col(RunItem.id))
+    )
+    if after_id is not None:
+        query = query.where(col(RunItem.id) > after_id)
+    if limit is not None:
+        query = query.limit(limit + 1)
+    rows = session.exec(query).all()
+    page = rows[:limit] if limit is not None else rows
+    items = [RunItemRead(item_id=row.item_id, split=row.split, occurred_at=row.occurred_at, content_digest=row.content_digest, content=json.loads(row.content)) for _, row in page]
+    last = page[-1][0] if limit is not None and len(rows) > limit and page else None
+    return items, last
+
+
+def _warning(endpoint: Endpoint, count: int) -> str:
+    return (
+        f"endpoint {endpoint.name!r} may train on its inputs (trains_on_inputs: {endpoint.trains_on_inputs}): the {count} items sent are marked exposed "
+        "and leave the eval at its next refresh; record its terms (PATCH /v1/endpoints) to stop this"
+    )
+
+
+def _started(session: Session, run: Run, endpoint: Endpoint) -> RunStarted:
+    items, _ = run_items(session=session, run=run)
+    warning = _warning(endpoint, run.item_count) if run.exposes_items and run.item_count else None
+    return RunStarted(**run_read(session, run).model_dump(), warning=warning, items=items)
+
+
+def _existing(session: Session, actor: str, key: str | None) -> Run | None:
+    if key is None:
+        return None
+    return session.exec(select(Run).where(Run.actor == actor, Run.idempotency_key == key)).first()
+
+
+def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, scopes: frozenset[str], terms_max_age_days: int, idempotency_key: str | None = None) -> RunStarted:
+    """Start a run and return it with its items. A repeated `idempotency_key` (per actor) returns
+    the run it started, unchanged and without charging the budget again. Raises ProblemError:
+    404 (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date),
+    403 (sealed run refused; `condition` names the failing gate condition)."""
+    split = Split(data.split)
+    require_aware(data.occurred_after, "occurred_after")
+    with write_session(engine) as session:
+        evaluation = require_eval(session=session, name=eval_name)
+        release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
+        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
+        if (found := _existing(session, actor, idempotency_key)) is not None:
+            if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, split.value):
+                raise ProblemError(422, "Invalid request", f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key")
+            return _started(session, found, endpoint)
+        rows = session.exec(_released(release, split, data)).all()
+        if split is Split.SEALED:
+            _pass_gate(session, evaluation, release, endpoint, actor, scopes, terms_max_age_days, len(rows))
+    with write_session(engine) as session:
+        try:
+            run = record_run(
+                session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=split, items=rows,
+                actor=actor, occurred_after=data.occurred_after, idempotency_key=idempotency_key,
+            )  # fmt: skip
+            session.commit()
+        except IntegrityError:
+            session.rollback()  # the same key raced in: that run stands
+            found = _existing(session, actor, idempotency_key)
+            if found is None:
+                raise
+            return _started(session, found, endpoint)
+        return _started(session, run, endpoint)
+
+
+def _released(release: Release, split: Split, data: RunCreate) -> SelectOfScalar[ReleaseItem]:
+    query = select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
+    if data.occurred_after is not None:
+        query = query.where(col(ReleaseItem.occurred_at) >= data.occurred_after)
+    return query.order_by(col(ReleaseItem.occurred_at).desc(), col(ReleaseItem.item_id).desc())
+
+
+def _pass_gate(session: Session, evaluation: Eval, release: Release, endpoint: Endpoint, actor: str, scopes: frozenset[str], max_age: int, count: int) -> None:
+    decision = judge_sealed_run(
+        SealedRunRequest(
+            has_sealed_scope="sealed" in scopes,
+            endpoint=endpoint.name,
+            trains_on_inputs=endpoint.trains_on_inputs,
+            terms_checked_at=endpoint.terms_checked_at,
+            now=utcnow(),
+            terms_max_age_days=max_age,
+            budget=evaluation.sealed_read_budget,
+            used=sealed_reads_used(session=session, release=release),
+        )
+    )
+    if decision.allowed:
+        try:
+            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=actor, item_count=count, purpose="run")
+            return
+        except SealedBudgetExceeded as exc:
+            raise ProblemError(403, "Sealed run refused", str(exc), condition="sealed_budget") from exc
+    assert decision.condition is not None
+    details = {"condition": decision.condition.value, "endpoint": endpoint.name, "release": release.number, "trains_on_inputs": endpoint.trains_on_inputs}
+    session.add(AuditEvent(actor=actor, action="run.sealed_refused", object_type="eval", object_id=evaluation.name, count=0, details=details))
+    session.commit()
+    raise ProblemError(403, "Sealed run refused", decision.detail, condition=decision.condition.value)
+
+
+def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str) -> ResultsAccepted:
+    """Store per-item scores of the run, all or nothing. Raises ProblemError 422 naming item ids
+    not in the run or given twice, 409 naming items already scored differently. Commits."""
+    assert run.id is not None
+    wanted = [entry.item_id for entry in data.results]
+    twice = sorted(item_id for item_id, times in Counter(wanted).items() if times > 1)
+    if twice:
+        raise ProblemError(422, "Invalid request", f"items given more than once: {_named(twice)}", item_ids=twice)
+    in_run = set(session.exec(select(RunItem.item_id).where(RunItem.run_id == run.id, col(RunItem.item_id).in_(wanted))).all())
+    unknown = sorted(set(wanted) - in_run)
+    if unknown:
+        raise ProblemError(422, "Invalid request", f"items not in run {run.id}: {_named(unknown)}; score only the items the run served", item_ids=unknown)
+    stored = {result.item_id: result for result in session.exec(select(Result).where(Result.run_id == run.id, col(Result.item_id).in_(wanted))).all()}
+    before = {item_id: (result.score, result.human_success) for item_id, result in stored.items()}
+    changed = sorted(entry.item_id for entry in data.results if entry.item_id in before and before[entry.item_id] != (entry.score, entry.human_success))
+    if changed:
+        detail = f"items already scored differently in run {run.id}: {_named(changed)}; a score is final: start a new run to score again"
+        raise ProblemError(409, "Conflict", detail, item_ids=changed)
+    fresh = [entry for entry in data.results if entry.item_id not in stored]
+    session.add_all(Result(run_id=run.id, item_id=entry.item_id, score=entry.score, human_success=entry.human_success, actor=actor) for entry in fresh)
+    if fresh:
+        details = {"item_ids": sorted(entry.item_id for entry in fresh)}
+        session.add(AuditEvent(actor=actor, action="run.results", object_type="run", object_id=str(run.id), count=len(fresh), details=details))
+    session.commit()
+    scored = int(session.exec(select(func.count()).select_from(Result).where(Result.run_id == run.id)).one())
+    return ResultsAccepted(run_id=run.id, stored=len(fresh), unchanged=len(data.results) - len(fresh), scored=scored, remaining=run.item_count - scored)
+
+
+def results(*, session: Session, run: Run) -> list[ResultRead]:
+    """The run's results by item, with each item's incident date."""
+    rows = session.exec(
+        select(Result, RunItem.occurred_at)
+        .join(RunItem, (col(RunItem.run_id) == col(Result.run_id)) & (col(RunItem.item_id) == col(Result.item_id)))
+        .where(Result.run_id == run.id)
+        .order_by(col(Result.item_id))
+    ).all()
+    return [ResultRead(item_id=r.item_id, occurred_at=at, score=r.score, human_success=r.human_success, created_at=r.created_at) for r, at in rows]
+
+
+def run_summary(*, session: Session, run: Run) -> RunSummary:
+    """The run with its mean score and 95% interval (`curation.runs.scores.summarise`)."""
+    scored = session.exec(select(Result.score, Result.human_success).where(Result.run_id == run.id)).all()
+    interval = summarise([score for score, _ in scored])
+    human = [value for _, value in scored if value is not None]
+    return RunSummary(
+        **run_read(session, run).model_dump(),
+        scored=len(scored),
+        remaining=run.item_count - len(scored),
+        score=interval,
+        human_success_mean=sum(human) / len(human) if human else None,
+        human_success_n=len(human),
+    )
+
+
+def list_runs(*, session: Session, evaluation: Eval, limit: int = 100) -> list[RunRead]:
+    runs = session.exec(select(Run).where(Run.eval_id == evaluation.id).order_by(col(Run.id).desc()).limit(limit)).all()
+    return [run_read(session, run) for run in runs]

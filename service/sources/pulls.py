@@ -1,0 +1,154 @@
+"""Pulling a source now: one at a time per source, its state recorded for `GET /v1/sources/{name}`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import httpx
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from ingest.connectors.base import AuthError, ConfigError, ConnectorContext, ConnectorError, RetryPolicy
+from ingest.connectors.registry import UnknownConnector, connector_class
+from ingest.mapping import CompiledMapping, MappingError
+from ingest.pull import PullProgress, run_pull
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.problem import IngestSummary
+from schemas.source import Source, SourceStatus
+from service.core.db import write_session
+from service.core.locks import LockBusy, exclusive
+from service.sources.definitions import PLAIN_KINDS, connector_config, get_source, source_mapping
+
+logger = logging.getLogger("goldenset.pulls")
+HTTP_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+ERROR_TEXT_LIMIT = 2000
+
+
+class PullRefused(RuntimeError):
+    """The pull cannot start: unknown source, not a pull source, disabled, or already running."""
+
+
+def _record_state(session: Session, source: Source, status: SourceStatus, *, error: str | None, started: datetime) -> None:
+    source.status = status.value
+    source.last_error = error[:ERROR_TEXT_LIMIT] if error else None
+    if status == SourceStatus.OK:
+        source.last_success_at = started
+    session.add(source)
+    session.commit()
+
+
+def pull_source(
+    *,
+    engine: Engine,
+    name: str,
+    secret_key: str,
+    actor: str,
+    client: httpx.Client | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] = utcnow,
+    retry: RetryPolicy | None = None,
+    on_page: Callable[[PullProgress], None] | None = None,
+) -> IngestSummary:
+    """Pull the source called `name` from its cursor until its system has nothing newer.
+
+    Raises `PullRefused` before doing anything, or the connector's error after recording it on
+    the source (`auth_failed` for refused credentials, `error` otherwise); every page committed
+    before a failure stays committed with its cursor.
+    """
+    try:
+        with exclusive(engine, f"pull:{name}"):
+            return _pull_locked(engine=engine, name=name, secret_key=secret_key, actor=actor, client=client, sleep=sleep, clock=clock, retry=retry, on_page=on_page)
+    except LockBusy as exc:
+        raise PullRefused(f"a pull of source {name!r} is already running") from exc
+
+
+def _pull_locked(
+    *,
+    engine: Engine,
+    name: str,
+    secret_key: str,
+    actor: str,
+    client: httpx.Client | None,
+    sleep: Callable[[float], None],
+    clock: Callable[[], datetime],
+    retry: RetryPolicy | None,
+    on_page: Callable[[PullProgress], None] | None,
+) -> IngestSummary:
+    with write_session(engine) as session:
+        source = get_source(session=session, name=name)
+        if source is None:
+            raise PullRefused(f"source {name!r} does not exist")
+        if source.kind in PLAIN_KINDS:
+            raise PullRefused(f"source {name!r} is a {source.kind} source; only connector sources are pulled")
+        if not source.enabled:
+            raise PullRefused(f"source {name!r} is disabled; enable it with PATCH /v1/sources/{name} enabled=true")
+        started = clock()
+        source.status, source.last_run_at = SourceStatus.RUNNING.value, started
+        session.add(source)
+        session.commit()
+        try:
+            connector_type = connector_class(source.kind)
+            config = connector_config(source, secret_key=secret_key)
+            mapping = CompiledMapping(source_mapping(source))
+        except (UnknownConnector, ConfigError, MappingError, ValueError) as exc:
+            _record_state(session, source, SourceStatus.ERROR, error=str(exc), started=started)
+            raise PullRefused(str(exc)) from exc
+        own_client = client is None
+        http = client or httpx.Client(timeout=HTTP_TIMEOUT, follow_redirects=True, headers={"User-Agent": "goldenset"})
+        try:
+            connector = connector_type(config, ConnectorContext(client=http, clock=clock, sleep=sleep, retry=retry or RetryPolicy()))
+            summary = run_pull(session=session, source=source, connector=connector, mapping=mapping, on_page=on_page)
+        except AuthError as exc:
+            session.rollback()
+            _record_state(session, source, SourceStatus.AUTH_FAILED, error=str(exc), started=started)
+            logger.warning("pull of %s stopped: %s", name, exc)
+            raise
+        except ConnectorError as exc:
+            session.rollback()
+            _record_state(session, source, SourceStatus.ERROR, error=str(exc), started=started)
+            logger.warning("pull of %s failed: %s", name, exc)
+            raise
+        except Exception as exc:
+            session.rollback()
+            _record_state(session, source, SourceStatus.ERROR, error=f"internal error: {type(exc).__name__}: {exc}", started=started)
+            logger.exception("pull of %s failed unexpectedly", name)
+            raise
+        finally:
+            if own_client:
+                http.close()
+        _record_state(session, source, SourceStatus.OK, error=None, started=started)
+        session.add(
+            AuditEvent(
+                actor=actor,
+                action="source.pull",
+                object_type="source",
+                object_id=name,
+                count=summary.new + summary.updated,
+                details={"read": summary.read, "new": summary.new, "updated": summary.updated, "unchanged": summary.unchanged, "rejected": summary.rejected},
+            )
+        )
+        session.commit()
+        logger.info("pulled %s: %s new, %s updated, %s rejected", name, summary.new, summary.updated, summary.rejected)
+        return summary
+
+
+def pull_running(engine: Engine, name: str) -> bool:
+    """Whether a pull of `name` holds its lock right now (in any process)."""
+    try:
+        with exclusive(engine, f"pull:{name}"):
+            return False
+    except LockBusy:
+        return True
+
+
+def source_status(engine: Engine, name: str) -> dict[str, object]:
+    """The pull state of a source as stored now, for error answers."""
+    with Session(engine) as session:
+        source = get_source(session=session, name=name)
+        if source is None:
+            return {}
+        return {"status": source.status, "last_error": source.last_error, "cursor": source.cursor}

@@ -1,0 +1,217 @@
+"""Sources, and pushing records into them (bearer-authenticated batches and signed webhooks)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from ingest.connectors.base import ConfigError, ConnectorError
+from ingest.connectors.registry import UnknownConnector
+from ingest.mapping import MappingError
+from ingest.readers import DocumentError, RawRecord, iter_jsonl, iter_parsed_array
+from schemas.problem import IngestSummary
+from schemas.source import SourceCreate, SourceCreated, SourceRead, SourceUpdate
+from service.core.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
+from service.core.db import write_session
+from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep
+from service.core.metrics import Metrics
+from service.core.problems import ProblemError, problem_doc, problem_response
+from service.core.settings import Settings
+from service.sources.definitions import PLAIN_KINDS, create_source, delete_source, list_sources, read_source, require_source, source_mapping, update_source, webhook_secret
+from service.sources.ingestion import ingest_records
+from service.sources.pulls import PullRefused, pull_running, pull_source, source_status
+from service.sources.webhooks import SIGNATURE_HEADER, SignatureError, verify
+
+router = APIRouter(prefix="/v1/sources", tags=["sources"])
+logger = logging.getLogger("goldenset.api.sources")
+_JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
+
+
+@router.get("", response_model=list[SourceRead], responses=problem_doc(401, 403))
+def get_sources(_: ReadPrincipal, session: SessionDep) -> list[SourceRead]:
+    """List sources with their item counts."""
+    return list_sources(session=session)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceCreated, responses=problem_doc(401, 403, 409, 422))
+def post_source(data: SourceCreate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> SourceCreated:
+    """Create a source; the response carries its webhook secret, shown this once only."""
+    try:
+        source, secret = create_source(session=session, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
+    except FileExistsError as exc:
+        raise ProblemError(409, "Conflict", str(exc)) from exc
+    except MappingError as exc:
+        raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+    except (ConfigError, UnknownConnector) as exc:
+        raise ProblemError(422, "Invalid connector", str(exc)) from exc
+    return SourceCreated.model_validate(read_source(session=session, source=source), update={"webhook_secret": secret})
+
+
+@router.get("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404))
+def get_source(name: str, _: ReadPrincipal, session: SessionDep) -> SourceRead:
+    """One source: its item count, and for pull sources the last run, last error and items pulled."""
+    return read_source(session=session, source=require_source(session=session, name=name))
+
+
+@router.patch("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404, 422))
+def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> SourceRead:
+    """Change a source's mapping, connector configuration (credentials included), pull interval or
+    enabled flag, or reset its cursor; a new connector configuration clears `auth_failed`."""
+    source = require_source(session=session, name=name)
+    try:
+        update_source(session=session, source=source, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
+    except MappingError as exc:
+        raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+    except ConfigError as exc:
+        raise ProblemError(422, "Invalid connector", str(exc)) from exc
+    return read_source(session=session, source=source)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_doc(401, 403, 404, 409))
+def remove_source(name: str, principal: AdminPrincipal, session: SessionDep) -> None:
+    """Delete a source that holds no items (items stay in dedup history: disable the source instead)."""
+    try:
+        delete_source(session=session, source=require_source(session=session, name=name), actor=principal.actor)
+    except FileExistsError as exc:
+        raise ProblemError(409, "Conflict", str(exc)) from exc
+
+
+def _curate_if_stored(request: Request, summary: IngestSummary) -> None:
+    """Start a background curation run when ingest stored new or changed items (never in the handler)."""
+    if summary.new or summary.updated:
+        request.app.state.curation_trigger.request()
+
+
+def _pull_now(request: Request, name: str, actor: str) -> IngestSummary:
+    settings: Settings = request.app.state.settings
+    summary = pull_source(engine=request.app.state.engine, name=name, secret_key=settings.secret_key.get_secret_value(), actor=actor)
+    _curate_if_stored(request, summary)
+    return summary
+
+
+def _pull_in_background(request: Request, name: str, actor: str) -> None:
+    try:
+        _pull_now(request, name, actor)
+    except (PullRefused, ConnectorError) as exc:
+        logger.info("pull of %s requested over the API ended: %s", name, exc)
+    except Exception:
+        logger.exception("pull of %s requested over the API failed", name)
+
+
+@router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
+def pull(name: str, request: Request, principal: IngestPrincipal, session: SessionDep, wait: bool = False) -> JSONResponse:
+    """Pull a connector source now. By default the pull runs in the background (202); `wait=true`
+    answers when it ends, with its summary, or with the error that stopped it (502)."""
+    source = require_source(session=session, name=name)
+    if source.kind in PLAIN_KINDS:
+        raise ProblemError(409, "Conflict", f"source {name!r} is a {source.kind} source; only connector sources are pulled")
+    if wait:
+        try:
+            summary = _pull_now(request, name, principal.actor)
+        except PullRefused as exc:
+            raise ProblemError(409, "Conflict", str(exc)) from exc
+        except ConnectorError as exc:
+            raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(request.app.state.engine, name)) from exc
+        return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})
+    if pull_running(request.app.state.engine, name):
+        raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
+    request.app.state.pull_executor.submit(_pull_in_background, request, name, principal.actor)
+    return JSONResponse({"status": "started", "source": name, "follow": f"/v1/sources/{name}"}, status_code=202)
+
+
+def _decode(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProblemError(400, "Bad Request", f"the body is not valid UTF-8: byte 0x{body[exc.start]:02x} at offset {exc.start}") from exc
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(_decode(body))
+    except json.JSONDecodeError as exc:
+        raise ProblemError(400, "Bad Request", f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+
+
+def _store(engine: Engine, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
+    with write_session(engine) as session:
+        return _store_in(session, metrics, name, records, actor)
+
+
+def _store_in(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
+    source = require_source(session=session, name=name)
+    try:
+        mapping = source_mapping(source)
+    except MappingError as exc:
+        raise ProblemError(409, "Conflict", f"the source's stored mapping is invalid: {exc}") from exc
+    summary = ingest_records(session=session, source=source, records=records, mapping=mapping, actor=actor)
+    metrics.record_ingest(summary)
+    return summary
+
+
+def _summary_response(summary: IngestSummary) -> JSONResponse:
+    """200 with the summary when every record was stored; 422 problem+json naming each bad one otherwise."""
+    if not summary.rejected:
+        return JSONResponse(summary.model_dump(mode="json"), status_code=200)
+    detail = f"{summary.rejected} of {summary.read} records were rejected and {summary.stored} stored; each rejected record is named in `errors`"
+    return problem_response(
+        422,
+        "Some records were rejected",
+        detail,
+        errors=[error.model_dump(mode="json") for error in summary.errors],
+        summary=summary.model_dump(mode="json", exclude={"errors"}),
+    )
+
+
+@router.post("/{name}/items", response_model=IngestSummary, responses=problem_doc(400, 401, 403, 404, 413, 422))
+async def push_items(name: str, request: Request, body: BodyDep, principal: IngestPrincipal, metrics: MetricsDep) -> JSONResponse:
+    """Push a batch: a JSON array of records (or JSON Lines), mapped through the source's mapping.
+
+    Good records are stored even when others are rejected; the 422 answer names each bad one."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() in _JSONL_TYPES:
+        _decode(body)
+        records = list(iter_jsonl(body))
+    else:
+        document = _parse_json(body)
+        if not isinstance(document, list):
+            raise ProblemError(400, "Bad Request", f"expected a JSON array of records, got a JSON {type(document).__name__}")
+        records = list(iter_parsed_array(document, None))
+    summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, principal.actor)
+    _curate_if_stored(request, summary)
+    return _summary_response(summary)
+
+
+@router.post("/{name}/webhook", response_model=IngestSummary, responses=problem_doc(400, 401, 404, 413, 422))
+async def webhook(name: str, request: Request, body: BodyDep, session: SessionDep, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
+    """Receive a signed webhook (no bearer token: the HMAC-SHA256 signature in `Goldenset-Signature`
+    authenticates it). A record, an array of records, or an object holding them at the mapping's `records` path."""
+    source = await run_in_threadpool(require_source, session=session, name=name)
+    secret = webhook_secret(source, secret_key=settings.secret_key.get_secret_value())
+    if secret is None:
+        raise ProblemError(401, "Unauthorized", f"source {name!r} has no webhook secret; recreate it to receive webhooks")
+    try:
+        verify(body, request.headers.get(SIGNATURE_HEADER), secret=secret, now=time.time(), tolerance_seconds=settings.webhook_tolerance_seconds)
+    except SignatureError as exc:
+        raise ProblemError(401, "Unauthorized", str(exc)) from exc
+    document = _parse_json(body)
+    records_path = source_mapping(source).records
+    try:
+        if isinstance(document, list) or (isinstance(document, dict) and records_path):
+            records = list(iter_parsed_array(document, records_path if isinstance(document, dict) else None))
+        elif isinstance(document, dict):
+            records = [RawRecord(0, "index 0", value=document)]
+        else:
+            raise ProblemError(400, "Bad Request", f"expected a JSON object or array, got a JSON {type(document).__name__}")
+    except DocumentError as exc:
+        raise ProblemError(400, "Bad Request", str(exc)) from exc
+    summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, f"webhook:{name}")
+    _curate_if_stored(request, summary)
+    return _summary_response(summary)
