@@ -1,1 +1,13 @@
-"""Curation: dedup (exact, MinHash LSH, embeddings), review, rotation and releases, evidence."""
+"""Curation: the domain's decisions, from a candidate to a released, guarded item.
+
+Owns: dedup (`dedup/`), review decisions (`review`), releases and the sealed slice (`releases/`),
+the run gate, the exposure ledger and run scores (`runs/`), contamination evidence
+(`evidence/`), and the confidence intervals of scores and differences (`intervals`).
+The rule for the database: curation reads and writes through the `Session` its caller hands in
+(or, for work committed batch by batch, a factory of sessions whose context commits when it
+closes). It never opens a connection, never commits or rolls back, never takes a lock and never
+reads goldenset's settings; it raises its own errors, which the service turns into
+problems and exit statuses.
+May use: `schemas`; from `ingest`, only the normalisation helpers (`ingest.normalisation`) and
+the outbound-HTTP retry timing (`ingest.http`). Never `service` or the web framework.
+"""

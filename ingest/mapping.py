@@ -22,7 +22,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ingest.dates import IncidentDateError, parse_incident_date
-from ingest.redaction import RedactionPolicy
+from ingest.redaction.redactor import RedactionPolicy
 
 MAX_EXTERNAL_ID_LENGTH = 255
 _MISSING = object()

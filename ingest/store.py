@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from ingest.mapping import CompiledMapping, MappedRecord, RecordRejected
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import RawRecord
-from ingest.redaction import Redactor
+from ingest.redaction.redactor import Redactor
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item, ItemRevision, ItemStatus

@@ -1,4 +1,11 @@
-"""Data contracts: SQLModel tables and pydantic API models. Imports nothing else of goldenset."""
+"""Data contracts: the SQLModel tables and the pydantic API models, one family per entity
+(`XBase`, `X(table=True)`, `XCreate`, `XRead`), and the column types they share.
+
+Owns: every table and every request and response shape (sources, items, dedup state, evals,
+releases, the model registry, runs and the ledger, probes, evidence reports, tokens, audit
+events, problems), and `common.read_model`, the one way a row becomes the API model showing it.
+May use: nothing else of goldenset (the flow starts here).
+"""
 
 from schemas.audit import AuditEvent
 from schemas.corpus_results import CorpusResult

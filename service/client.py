@@ -7,8 +7,9 @@
         client.post_results(run.id, [ResultIn(item_id=..., score=1.0)])
         print(client.run(run.id).score)
 
-Every answer is parsed into the API's pydantic models. Requests are retried with exponential
-backoff (honouring `Retry-After`) on connection errors, timeouts, 429 and 5xx. Retrying is safe
+Every answer is parsed into the API's pydantic models. Requests are retried on connection errors,
+timeouts, 429 and 5xx, waiting as long as the server asks (`Retry-After` or a rate-limit reset, read
+by `ingest.http`, at most `max_backoff`), else with exponential backoff and jitter. Retrying is safe
 for every call made: reads are idempotent, a run is started with an `Idempotency-Key` (a retry
 returns the run already started, charging no budget twice), and posting the same scores again is
 accepted without change. Any other error raises `GoldensetError` with the problem document.
@@ -16,6 +17,8 @@ accepted without change. Any other error raises `GoldensetError` with the proble
 
 from __future__ import annotations
 
+import contextlib
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -24,8 +27,9 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
+from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
 from schemas.evals import EvalCreate, EvalRead
 from schemas.model_registry import EndpointCreate, EndpointRead, ModelCreate, ModelRead
 from schemas.release import RefreshResult, ReleaseManifest, ReleaseSummary
@@ -48,14 +52,8 @@ class GoldensetError(RuntimeError):
         super().__init__(f"{status} {self.title}: {self.detail}")
 
 
-class _Retryable(Exception):
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
-        self.response = response
-
-
 def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _Retryable | httpx.TransportError)
+    return isinstance(exc, Retryable | httpx.TransportError)
 
 
 class Client:
@@ -80,8 +78,7 @@ class Client:
             raise ValueError("a token is needed: create one with `goldenset token create --scopes read`")
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout, transport=transport)
         self._retries = retries
-        self._max_backoff = max_backoff
-        self._exponential = wait_exponential_jitter(multiplier=backoff, max=max_backoff, jitter=backoff)
+        self._wait = wait_hint_or_backoff(max_wait=max_backoff, multiplier=backoff, max_backoff=max_backoff, jitter=backoff)
 
     def __enter__(self) -> Self:
         return self
@@ -92,26 +89,17 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, _Retryable):
-            after = exc.response.headers.get("retry-after", "")
-            if after.isdigit():
-                return min(float(after), self._max_backoff)
-        return float(self._exponential(state))
-
     def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
         """Send a request with retries; return a 2xx response or raise GoldensetError (or the last
         transport error once the attempts are used up)."""
         retrying = Retrying(stop=stop_after_attempt(self._retries), wait=self._wait, retry=retry_if_exception(_is_retryable), reraise=True)
-        try:
+        # Once the attempts are used up, the last refusal (still in `response`) is reported like any other answer.
+        with contextlib.suppress(Retryable):
             for attempt in retrying:
                 with attempt:
                     response = self._http.request(method, path, json=json, params=params, headers=headers)
                     if response.status_code in RETRY_STATUSES:
-                        raise _Retryable(response)
-        except _Retryable as exc:
-            response = exc.response
+                        raise Retryable(f"HTTP {response.status_code}", wait_hint=retry_after_seconds(response, time.time()))
         if response.is_success:
             return response
         try:

@@ -1,1 +1,10 @@
-"""TODO"""
+"""Dedup: deciding, for every candidate in incident order, whether it is new.
+
+Owns: the decision engine (`deduplicator`: exact, near-verbatim MinHash, paraphrase embeddings,
+contamination by a reference corpus), MinHash sketches and their recipe (`fingerprints`), the
+embedding protocol, the default offline model and the vector cache (`embeddings`), the
+in-memory index (`index`), text kinds (`text_kind`), ranking the items most like one
+(`similarity`, `lexical`), re-fingerprinting after a recipe or model change (`refingerprint`),
+and the cheap reads that say whether curation has work or a kept index is stale (`state`).
+May use: `schemas`, `ingest.normalisation`.
+"""

@@ -1,14 +1,14 @@
-"""Contamination evidence: the temporal-split report and completion probing against a post-cutoff
-control band. Pure library code: results, items, the HTTP client and the random generator are
-passed in; the service fills the inputs from its tables and serves the reports.
+"""Contamination evidence: the temporal-split report, completion probing against a post-cutoff
+control band, and leak scanning. Results, items, the HTTP client and the random generator are
+passed in, so every report is reproducible.
 
-Entry points (imported from their modules, so that importing one does not load matplotlib):
-
-- `temporal_split.temporal_split_report(results, cutoff=, model=, corpus=, rng=)` → `TemporalSplitReport`
-- `probe_runner.probe_sync(client, items, endpoint, dataset=, split=, cutoff=)` and `probe_async`
-  → `ProbeReport`; step by step: `probing.plan_probes` → `probe_runner.complete_sync` /
-  `complete_async` → `probe_report.probe_report`
-- `charts.temporal_split_chart(report)`, `charts.probe_chart(report)` → SVG or PNG bytes
-
-The input and report models live in `schemas.evidence`.
+Owns: the temporal-split statistics and report (`temporal_split`), the per-item results it
+compares, gathered from the database (`item_results`), the items a probe sends (`probe_items`),
+cutting items and planning prompts (`probing`), sending prompts to an OpenAI-compatible endpoint
+(`probe_runner`), scoring the completions (`probe_report`), charts (`charts`), the shared
+wording of every report (`wording`), and scanning text dumps for canaries and copies of
+released items (`canary`). Modules import matplotlib only in `charts`, so a report does not
+load it. The input and report models live in `schemas.evidence`.
+May use: `schemas`, `curation.intervals`, `curation.dedup.fingerprints` (the scanner's sketches),
+`ingest.http`.
 """

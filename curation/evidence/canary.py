@@ -197,7 +197,7 @@ class ScanIndex:
 
 
 class Scanner:
-    """Scans texts and files against a `ScanIndex`."""
+    """Scans files against a `ScanIndex`."""
 
     def __init__(self, index: ScanIndex) -> None:
         self.index = index
@@ -215,15 +215,6 @@ class Scanner:
                 report.files += 1
             except OSError as exc:
                 report.unreadable.append(f"{path}: {exc}")
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def scan_text(self, text: str, path: str = "<text>") -> ScanReport:
-        """Scan one text held in memory (as one chunk)."""
-        data = text.encode("utf-8")
-        report = ScanReport(files=1, bytes=len(data))
-        started = time.perf_counter()
-        self._scan_chunk(data, 0, path, report, set())
         report.seconds = time.perf_counter() - started
         return report
 

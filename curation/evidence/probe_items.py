@@ -57,7 +57,7 @@ def sample_around_cutoff(entries: Sequence[T], *, occurred_at: Callable[[T], dat
     return sorted(chosen, key=lambda entry: (occurred_at(entry), key(entry)))
 
 
-def sealed_item_ids(*, session: Session, eval_id: int) -> set[int]:
+def ever_sealed_in_eval(*, session: Session, eval_id: int) -> set[int]:
     """Every item in the sealed split of any release of the eval (ids only, no content read).
     Membership never changes between releases; this is the belt to the dev-split braces."""
     rows = session.exec(
@@ -71,7 +71,7 @@ def eval_probe_items(*, session: Session, release: Release, cutoff: date, limit:
     the goldenset item id. Items sealed in any release of the eval are left out; each probe item
     also carries its sealed flag, which `curation.evidence.probing.plan_probes` refuses, so a
     sealed item that slipped through would stop the probe before anything is sent."""
-    sealed = sealed_item_ids(session=session, eval_id=release.eval_id)
+    sealed = ever_sealed_in_eval(session=session, eval_id=release.eval_id)
     rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == Split.DEV.value)).all()
     eligible = [row for row in rows if row.item_id not in sealed]
     chosen = sample_around_cutoff(eligible, occurred_at=lambda row: row.occurred_at, key=lambda row: str(row.item_id), cutoff=cutoff, limit=limit)

@@ -3,40 +3,35 @@ client the caller owns (so the service's gate, proxies and test transports all a
 
 Every request asks for greedy decoding (temperature 0) and one choice. At most
 `endpoint.concurrency` requests are in flight; each attempt is bounded by
-`endpoint.timeout_seconds`; timeouts, connection failures, 429 and 5xx are retried with
-exponential backoff and jitter (honouring `Retry-After`) up to `endpoint.max_attempts` attempts.
-A probe that still fails comes back with `error` set: one bad item never sinks the run.
+`endpoint.timeout_seconds`; timeouts, connection failures, 429 and 5xx are retried up to
+`endpoint.max_attempts` attempts, waiting as long as the endpoint asks (`Retry-After` or a
+rate-limit reset, read by `ingest.http`, at most `MAX_RETRY_AFTER_SECONDS`), else with exponential
+backoff and jitter. A probe that still fails comes back with `error` set: one bad item never sinks
+the run.
+
+The whole flow is `probing.plan_probes` → `complete_sync` here → `probe_report.probe_report`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from curation.evidence.probe_report import probe_report
-from curation.evidence.probing import plan_probes
-from schemas.evidence import CutPolicy, ProbeCompletion, ProbeEndpoint, ProbeItem, ProbePrompt, ProbeReport, SimilarityMetric
+from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
+from schemas.evidence import ProbeCompletion, ProbeEndpoint, ProbePrompt
 
 Progress = Callable[[int, int], None]
 """Called with (done, total) after each probe completes, for a progress bar."""
 
 MAX_RETRY_AFTER_SECONDS = 60.0
+"""Longer waits asked for by the endpoint are cut to this, so that one throttled item cannot stall a whole probe."""
 _EXCERPT = 300
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, wait_hint: float | None = None) -> None:
-        super().__init__(message)
-        self.wait_hint = wait_hint
 
 
 class _Failed(Exception):
@@ -63,28 +58,16 @@ def _headers(endpoint: ProbeEndpoint) -> dict[str, str]:
     return headers
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "").strip()
-    if not value:
-        return None
-    if value.replace(".", "", 1).isdigit():
-        return min(float(value), MAX_RETRY_AFTER_SECONDS)
-    try:
-        return min(max(0.0, parsedate_to_datetime(value).timestamp() - time.time()), MAX_RETRY_AFTER_SECONDS)
-    except (TypeError, ValueError):
-        return None
-
-
 def _excerpt(response: httpx.Response) -> str:
     text = " ".join(response.text.split())
     return text[:_EXCERPT] + ("…" if len(text) > _EXCERPT else "")
 
 
 def _parse(response: httpx.Response, item_id: str) -> tuple[str, str | None]:
-    """(content, finish_reason) of a 2xx answer; raises `_Retryable` or `_Failed` otherwise."""
+    """(content, finish_reason) of a 2xx answer; raises `Retryable` or `_Failed` otherwise."""
     status = response.status_code
     if status == 429 or status >= 500:
-        raise _Retryable(f"the endpoint answered {status}", wait_hint=_retry_after(response))
+        raise Retryable(f"the endpoint answered {status}", wait_hint=retry_after_seconds(response, time.time()))
     if not 200 <= status < 300:
         raise _Failed(f"the endpoint answered {status}: {_excerpt(response)}")
     try:
@@ -98,29 +81,19 @@ def _parse(response: httpx.Response, item_id: str) -> tuple[str, str | None]:
     return content, finish if isinstance(finish, str) else None
 
 
-def _wait(backoff: wait_exponential_jitter) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(error, _Retryable) and error.wait_hint is not None:
-            return error.wait_hint
-        return float(backoff(state))
-
-    return wait
-
-
-def _transport_error(exc: httpx.TransportError) -> _Retryable:
+def _transport_error(exc: httpx.TransportError) -> Retryable:
     if isinstance(exc, httpx.TimeoutException):
-        return _Retryable(f"no answer within the timeout ({type(exc).__name__})")
-    return _Retryable(f"connection failed ({type(exc).__name__}: {exc})")
+        return Retryable(f"no answer within the timeout ({type(exc).__name__})")
+    return Retryable(f"connection failed ({type(exc).__name__}: {exc})")
 
 
 def _failure(exc: Exception, attempts: int) -> str:
-    if isinstance(exc, _Retryable):
+    if isinstance(exc, Retryable):
         return f"{exc}; gave up after {attempts} attempts"
     return str(exc)
 
 
-BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0, jitter=0.5)
+WAIT = wait_hint_or_backoff(max_wait=MAX_RETRY_AFTER_SECONDS, multiplier=0.5, max_backoff=20.0, jitter=0.5)
 
 
 def complete_sync(
@@ -149,10 +122,10 @@ def complete_sync(
                 raise _transport_error(exc) from exc
             return _parse(response, prompt.item_id)
 
-        retrying = Retrying(stop=stop_after_attempt(endpoint.max_attempts), wait=_wait(BACKOFF), retry=retry_if_exception_type(_Retryable), sleep=sleep, reraise=True)
+        retrying = Retrying(stop=stop_after_attempt(endpoint.max_attempts), wait=WAIT, retry=retry_if_exception_type(Retryable), sleep=sleep, reraise=True)
         try:
             content, finish = retrying(attempt)
-        except (_Retryable, _Failed) as exc:
+        except (Retryable, _Failed) as exc:
             return ProbeCompletion(item_id=prompt.item_id, error=_failure(exc, attempts), attempts=attempts)
         return ProbeCompletion(item_id=prompt.item_id, completion=content, finish_reason=finish, attempts=attempts)
 
@@ -167,86 +140,3 @@ def complete_sync(
 
     with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="probe") as pool:
         return list(pool.map(tracked, prompts))
-
-
-async def complete_async(
-    client: httpx.AsyncClient,
-    prompts: Sequence[ProbePrompt],
-    endpoint: ProbeEndpoint,
-    *,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    progress: Progress | None = None,
-) -> list[ProbeCompletion]:
-    """Send every prompt with at most `endpoint.concurrency` in flight; completions in prompt order."""
-    url = f"{endpoint.base_url}/chat/completions"
-    headers = _headers(endpoint)
-    gate = asyncio.Semaphore(endpoint.concurrency)
-    done = 0
-
-    async def one(prompt: ProbePrompt) -> ProbeCompletion:
-        nonlocal done
-        attempts = 0
-
-        async def attempt() -> tuple[str, str | None]:
-            nonlocal attempts
-            attempts += 1
-            try:
-                async with gate:
-                    response = await client.post(url, json=request_body(prompt, endpoint), headers=headers, timeout=endpoint.timeout_seconds)
-            except httpx.TransportError as exc:
-                raise _transport_error(exc) from exc
-            return _parse(response, prompt.item_id)
-
-        retrying = AsyncRetrying(stop=stop_after_attempt(endpoint.max_attempts), wait=_wait(BACKOFF), retry=retry_if_exception_type(_Retryable), sleep=sleep, reraise=True)
-        try:
-            answer: tuple[str, str | None] = await retrying(attempt)
-            content, finish = answer
-            result = ProbeCompletion(item_id=prompt.item_id, completion=content, finish_reason=finish, attempts=attempts)
-        except (_Retryable, _Failed) as exc:
-            result = ProbeCompletion(item_id=prompt.item_id, error=_failure(exc, attempts), attempts=attempts)
-        done += 1
-        if progress is not None:
-            progress(done, len(prompts))
-        return result
-
-    return list(await asyncio.gather(*(one(prompt) for prompt in prompts)))
-
-
-def probe_sync(
-    client: httpx.Client,
-    items: Sequence[ProbeItem],
-    endpoint: ProbeEndpoint,
-    *,
-    dataset: str,
-    split: str,
-    cutoff: date,
-    policy: CutPolicy | None = None,
-    alpha: float = 0.05,
-    primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN,
-    sleep: Callable[[float], None] = time.sleep,
-    progress: Progress | None = None,
-) -> ProbeReport:
-    """Plan, send and score a whole probe of `items` (see `plan_probes` and `probe_report`)."""
-    plan = plan_probes(items, dataset=dataset, split=split, policy=policy, max_tokens_cap=endpoint.max_tokens_cap)
-    completions = complete_sync(client, plan.prompts, endpoint, sleep=sleep, progress=progress)
-    return probe_report(plan, completions, cutoff=cutoff, model=endpoint.model, alpha=alpha, primary_metric=primary_metric)
-
-
-async def probe_async(
-    client: httpx.AsyncClient,
-    items: Sequence[ProbeItem],
-    endpoint: ProbeEndpoint,
-    *,
-    dataset: str,
-    split: str,
-    cutoff: date,
-    policy: CutPolicy | None = None,
-    alpha: float = 0.05,
-    primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    progress: Progress | None = None,
-) -> ProbeReport:
-    """`probe_sync` over an `httpx.AsyncClient`."""
-    plan = plan_probes(items, dataset=dataset, split=split, policy=policy, max_tokens_cap=endpoint.max_tokens_cap)
-    completions = await complete_async(client, plan.prompts, endpoint, sleep=sleep, progress=progress)
-    return probe_report(plan, completions, cutoff=cutoff, model=endpoint.model, alpha=alpha, primary_metric=primary_metric)

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.wording import evidence_statement, p_text, points
+from curation.intervals import bootstrap_difference_interval, mean_difference, resample_batch
 from schemas.evidence import EvidenceWarning, Interval, ItemResult, MonthHalf, MonthlyPoint, SplitHalf, SplitHalfLabel, TemporalSplitReport, cutoff_instant
 
 FloatArray = NDArray[np.float64]
@@ -51,21 +52,6 @@ class DifferenceTest:
     p_value: FloatArray
 
 
-def _mean_difference(before: FloatArray, after: FloatArray, axis: int) -> FloatArray:
-    return np.asarray(np.mean(before, axis=axis) - np.mean(after, axis=axis), dtype=np.float64)
-
-
-def _bootstrap_means(values: FloatArray, resamples: int, rng: np.random.Generator) -> FloatArray:
-    """Means of `resamples` bootstrap resamples along the last axis: shape (..., resamples).
-
-    A resample is a vector of multinomial counts, so a batch of data sets shares the resamples and
-    the whole batch costs one matrix product.
-    """
-    n = values.shape[-1]
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
-    return np.asarray(values @ counts.T / n, dtype=np.float64)
-
-
 def difference_test(
     before: ArrayLike,
     after: ArrayLike,
@@ -79,7 +65,8 @@ def difference_test(
 
     `before` has shape (..., n1) and `after` (..., n2) with the same leading shape: each leading
     index is one data set (the simulations in the tests pass hundreds at once). The interval is the
-    percentile bootstrap interval at `level`, resampling each half independently; the p-value is
+    percentile bootstrap interval at `level`, resampling each half independently
+    (`curation.intervals.bootstrap_difference_interval`); the p-value is
     scipy's two-sided permutation test of the difference of means, exact in expectation under
     exchangeability (p ≥ 1 / (permutation_resamples + 1)).
     """
@@ -89,15 +76,13 @@ def difference_test(
         raise NotEnoughItems(f"each half needs at least 2 items (got {before.shape[-1]} before and {after.shape[-1]} after the cutoff)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1 (got {level})")
-    boot = _bootstrap_means(before, bootstrap_resamples, rng) - _bootstrap_means(after, bootstrap_resamples, rng)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(boot, [tail, 1.0 - tail], axis=-1)
-    # Permutations are drawn in batches so memory stays bounded for large simulation batches.
+    low, high = bootstrap_difference_interval(before, after, level, n_resamples=bootstrap_resamples, rng=rng)
+    # Permutations are drawn in blocks of the same bounded size as the bootstrap's (p-values do not depend on the block size).
     leading = int(np.prod(before.shape[:-1], dtype=np.int64))
-    batch = max(1, min(permutation_resamples, 4_000_000 // max(1, leading * (before.shape[-1] + after.shape[-1]))))
+    batch = resample_batch(leading * (before.shape[-1] + after.shape[-1]), permutation_resamples)
     result = stats.permutation_test(
         (before, after),
-        _mean_difference,
+        mean_difference,
         permutation_type="independent",
         vectorized=True,
         n_resamples=permutation_resamples,
@@ -107,9 +92,9 @@ def difference_test(
         rng=rng,
     )
     return DifferenceTest(
-        difference=_mean_difference(before, after, axis=-1),
-        low=np.asarray(low, dtype=np.float64),
-        high=np.asarray(high, dtype=np.float64),
+        difference=mean_difference(before, after, axis=-1),
+        low=low,
+        high=high,
         p_value=np.asarray(result.pvalue, dtype=np.float64),
     )
 

@@ -1,1 +1,8 @@
-"""TODO"""
+"""Releases: what a new release of an eval holds, written once, and which items are sealed.
+
+Owns: schedule periods (`periods`), the rotation rules (`rotation`), the keyed-hash sealed slice
+(`sealing`), canonical content, digests and Merkle roots (`content`), the release writer that
+puts them together in one transaction of the caller's (`writer`), and which items' content must
+be withheld outside the budgeted sealed paths (`visibility`).
+May use: `schemas`. Seal keys come in from the caller in the clear.
+"""

@@ -31,8 +31,9 @@ import httpx
 from pydantic import Field, SecretStr, field_validator
 
 from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorContext, MalformedPage, Page
-from ingest.connectors.http import json_body, retry_after_seconds, send
+from ingest.connectors.http import json_body, send
 from ingest.connectors.keyset import KeysetCursor
+from ingest.http import retry_after_seconds
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
 
@@ -72,13 +73,6 @@ class GitHubConfig(ConnectorConfig):
         if any("," in name for name in names):
             raise ValueError("GitHub's label filter is comma-separated: a label name with a comma cannot be filtered on")
         return names
-
-
-def _epoch(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 class GitHubConnector(Connector[GitHubConfig]):
@@ -122,14 +116,12 @@ class GitHubConnector(Connector[GitHubConfig]):
         """Seconds until a refused request may be retried, or None when it was not a rate limit."""
         if response.status_code not in (403, 429):
             return None
-        now = self.context.clock().timestamp()
-        retry_after = retry_after_seconds(response, now)
-        if retry_after is not None:
-            return retry_after
-        if response.headers.get("x-ratelimit-remaining") == "0":
-            reset = _epoch(response.headers.get("x-ratelimit-reset"))
-            return max(0.0, reset - now) + RESET_MARGIN_SECONDS if reset is not None else SECONDARY_LIMIT_WAIT_SECONDS
-        if "rate limit" in response.text.lower():
+        asked = retry_after_seconds(response, self.context.clock().timestamp())
+        if asked is not None:
+            # A Retry-After is a delay as given; a reset is a whole epoch second and clocks drift.
+            return asked if "retry-after" in response.headers else asked + RESET_MARGIN_SECONDS
+        # A spent window that names no reset, or a secondary limit said only in the body.
+        if response.headers.get("x-ratelimit-remaining") == "0" or "rate limit" in response.text.lower():
             return SECONDARY_LIMIT_WAIT_SECONDS
         return None
 
@@ -145,10 +137,11 @@ class GitHubConnector(Connector[GitHubConfig]):
         """One page of the issue list: (its entries, the URL of the next page if any)."""
         self._wait_for_window()
         response = send(self.context, "GET", url, params=params, headers=self._headers(), rate_limit_delay=self._rate_limit_delay, vendor=VENDOR)
-        if response.headers.get("x-ratelimit-remaining") == "0":
-            reset = _epoch(response.headers.get("x-ratelimit-reset"))
-            if reset is not None:
-                self._not_before = reset + RESET_MARGIN_SECONDS
+        # A successful answer that spent the window: wait for its reset before the next request.
+        now = self.context.clock().timestamp()
+        until_reset = retry_after_seconds(response, now) if response.headers.get("x-ratelimit-remaining") == "0" else None
+        if until_reset is not None:
+            self._not_before = now + until_reset + RESET_MARGIN_SECONDS
         body = json_body(response, vendor=VENDOR)
         if not isinstance(body, list):
             shape = f"an object with keys {sorted(body)[:10]}" if isinstance(body, dict) else type(body).__name__

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, model_validator
@@ -62,13 +61,6 @@ class Settings(BaseSettings):
             embedding_threshold=defaults.embedding_threshold if self.dedup_embedding_threshold is None else self.dedup_embedding_threshold,
             short_embedding_threshold=defaults.short_embedding_threshold if self.dedup_short_embedding_threshold is None else self.dedup_short_embedding_threshold,
         )
-
-    def sqlite_path(self) -> Path | None:
-        """The database file when the URL is a file-backed SQLite one, else None."""
-        prefix = "sqlite:///"
-        if self.database_url.startswith(prefix) and ":memory:" not in self.database_url:
-            return Path(self.database_url[len(prefix) :].split("?", 1)[0])
-        return None
 
 
 @lru_cache(maxsize=1)

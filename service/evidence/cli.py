@@ -86,6 +86,22 @@ def print_probe(report: ProbeReport) -> None:
     out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
 
 
+def _output(report: TemporalSplitReport | ProbeReport, *, as_json: bool, chart: Path | None, image_format: Literal["svg", "png"] | None) -> None:
+    """Print the report (as JSON, or for a person), and write its chart when one was asked for."""
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    elif isinstance(report, ProbeReport):
+        print_probe(report)
+    else:
+        print_temporal_split(report)
+    if chart is not None and image_format is not None:
+        from curation.evidence import charts  # matplotlib loads only when a chart is asked for
+
+        image = charts.probe_chart(report, image_format=image_format) if isinstance(report, ProbeReport) else charts.temporal_split_chart(report, image_format=image_format)
+        chart.write_bytes(image)
+        err.print(f"chart written to {chart}")
+
+
 @report_app.command("temporal-split")
 def temporal_split_command(
     model: Annotated[str, typer.Option("--model", help="A registered model with a training cutoff.")],
@@ -101,15 +117,7 @@ def temporal_split_command(
             report = temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus)
         except ProblemError as exc:
             raise fail(exc.detail) from exc
-    if as_json:
-        typer.echo(report.model_dump_json(indent=2))
-    else:
-        print_temporal_split(report)
-    if chart is not None and image_format is not None:
-        from curation.evidence.charts import temporal_split_chart
-
-        chart.write_bytes(temporal_split_chart(report, image_format=image_format))
-        err.print(f"chart written to {chart}")
+    _output(report, as_json=as_json, chart=chart, image_format=image_format)
 
 
 def probe_command(
@@ -167,15 +175,7 @@ def probe_command(
         with Session(engine) as session:
             shown = probe_read(session, require_probe(session=session, probe_id=prepared.probe_id))
         raise fail(f"probe {prepared.probe_id} failed: {shown.error}", EXIT_FAILED)
-    if as_json:
-        typer.echo(report.model_dump_json(indent=2))
-    else:
-        print_probe(report)
-    if chart is not None and image_format is not None:
-        from curation.evidence.charts import probe_chart
-
-        chart.write_bytes(probe_chart(report, image_format=image_format))
-        err.print(f"chart written to {chart}")
+    _output(report, as_json=as_json, chart=chart, image_format=image_format)
 
 
 def register(app: typer.Typer) -> None:

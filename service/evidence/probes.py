@@ -37,7 +37,7 @@ from curation.evidence.probing import ProbePlan, SealedItemRefused, plan_probes
 from curation.runs.gate import judge_terms
 from curation.runs.ledger import record_run
 from schemas.audit import AuditEvent
-from schemas.common import utcnow
+from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, cutoff_instant
 from schemas.model_registry import Endpoint, Model
@@ -288,25 +288,9 @@ def probe_read(session: Session, probe: Probe, *, now: datetime | None = None) -
     beat = probe.heartbeat_at or probe.created_at
     if status in (ProbeStatus.QUEUED, ProbeStatus.RUNNING) and (now or utcnow()) - beat > STALE_AFTER:
         status, error = ProbeStatus.FAILED, f"no progress since {beat:%Y-%m-%d %H:%M} UTC: the process running it stopped; start the probe again"
-    return ProbeRead(
-        id=probe.id,
-        status=status,
-        **names,
-        model=model.name,
-        endpoint=endpoint.name,
-        run_id=probe.run_id,
-        dataset=probe.dataset,
-        split=probe.split,
-        total=probe.total,
-        done=probe.done,
-        exposes_items=bool(run and run.exposes_items),
-        settings=probe.settings,
-        error=error,
-        actor=probe.actor,
-        created_at=probe.created_at,
-        started_at=probe.started_at,
-        finished_at=probe.finished_at,
-        report=ProbeReport.model_validate(probe.report) if probe.report is not None and status is ProbeStatus.DONE else None,
+    report = ProbeReport.model_validate(probe.report) if probe.report is not None and status is ProbeStatus.DONE else None
+    return read_model(
+        ProbeRead, probe, **names, model=model.name, endpoint=endpoint.name, status=status, error=error, exposes_items=bool(run and run.exposes_items), report=report
     )
 
 

@@ -1,32 +1,25 @@
-"""The temporal-split report in the service: per-item results gathered from the database (an eval's
-runs, or results uploaded for a registered public corpus), handed to
-`curation.evidence.temporal_split`, and the refusals turned into problems a person can act on.
-
-An item scored in several runs counts once, with the mean of its scores (the report needs one
-result per item). Human success is stored as the share of people who solved an item; the report
-counts an item as solved by people where that share is at least one half.
+"""The temporal-split report in the service: the model, its cutoff and the eval or public corpus
+looked up, the per-item results gathered (`curation.evidence.item_results`) and handed to
+`curation.evidence.temporal_split`, and the refusals turned into problems a person can act on;
+and the upload of a model's results on a public corpus.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import date
 
 import numpy as np
 from sqlalchemy import func
-from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
+from curation.evidence.item_results import corpus_item_results, eval_item_results
 from curation.evidence.temporal_split import NotEnoughItems, temporal_split_report
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.corpus_results import CorpusResult, CorpusResultError, CorpusResultsAccepted, CorpusResultsPost
-from schemas.evals import Eval
-from schemas.evidence import ItemResult, TemporalSplitReport
+from schemas.evidence import TemporalSplitReport
 from schemas.item import Item
 from schemas.model_registry import Model
-from schemas.runs import Result, Run, RunItem
 from schemas.source import Source, SourceKind
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
@@ -35,7 +28,6 @@ from service.sources.definitions import get_source
 
 REPORT_SEED = 20240101
 """The bootstrap and permutation draws are seeded: the same results always give the same report."""
-HUMAN_SOLVED_SHARE = 0.5
 
 
 def require_corpus(*, session: Session, name: str) -> Source:
@@ -60,48 +52,6 @@ def require_cutoff(model: Model) -> date:
             f"record the date its provider states with PATCH /v1/models/{model.name} {{\"training_cutoff\": \"YYYY-MM-DD\"}}",
         )
     return model.training_cutoff
-
-
-def _one_per_item(rows: Iterable[tuple[str, datetime, float, float | None]]) -> list[ItemResult]:
-    scores: dict[str, list[float]] = defaultdict(list)
-    humans: dict[str, list[float]] = defaultdict(list)
-    dates: dict[str, datetime] = {}
-    for item_id, occurred_at, score, human in rows:
-        scores[item_id].append(score)
-        dates[item_id] = occurred_at
-        if human is not None:
-            humans[item_id].append(human)
-    return [
-        ItemResult(
-            item_id=item_id,
-            occurred_at=dates[item_id],
-            score=float(np.mean(values)),
-            human_success=(float(np.mean(humans[item_id])) >= HUMAN_SOLVED_SHARE) if humans[item_id] else None,
-        )
-        for item_id, values in scores.items()
-    ]
-
-
-def eval_item_results(*, session: Session, evaluation: Eval, model: Model) -> list[ItemResult]:
-    """One result per item the model was scored on in any run of the eval (mean over runs), dated
-    by the item's incident date as served."""
-    rows = session.execute(
-        sa_select(col(Result.item_id), col(RunItem.occurred_at), col(Result.score), col(Result.human_success))
-        .join(RunItem, (col(RunItem.run_id) == col(Result.run_id)) & (col(RunItem.item_id) == col(Result.item_id)))
-        .join(Run, col(Run.id) == col(Result.run_id))
-        .where(col(Run.eval_id) == evaluation.id, col(Run.model_id) == model.id)
-    ).all()
-    return _one_per_item((str(item_id), at, score, human) for item_id, at, score, human in rows)
-
-
-def corpus_item_results(*, session: Session, corpus: Source, model: Model) -> list[ItemResult]:
-    """The model's uploaded results on the corpus, by the corpus's own item ids."""
-    rows = session.execute(
-        sa_select(col(Item.external_id), col(Item.occurred_at), col(CorpusResult.score), col(CorpusResult.human_success))
-        .join(Item, col(Item.id) == col(CorpusResult.item_id))
-        .where(col(Item.source_id) == corpus.id, col(CorpusResult.model_id) == model.id)
-    ).all()
-    return _one_per_item((external_id, at, score, human) for external_id, at, score, human in rows)
 
 
 def temporal_split(*, session: Session, model_name: str, eval_name: str | None = None, corpus_name: str | None = None) -> TemporalSplitReport:

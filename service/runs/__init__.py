@@ -1,1 +1,8 @@
-"""TODO"""
+"""Runs and the model registry in the service.
+
+Owns: starting runs through the gate and the sealed budget, their items, results and scores
+(`runs`), models and endpoints with their data-retention terms (`model_registry`), and the
+routes for runs, exposure reports, models and endpoints (`routes`).
+May use: `service.core`, `curation.runs`, `service.evals` (evals and releases),
+`service.items.reads` (item lookups), `schemas`.
+"""

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 
 from curation.runs.gate import judge_terms
 from schemas.audit import AuditEvent
-from schemas.common import utcnow
+from schemas.common import read_model, utcnow
 from schemas.model_registry import Endpoint, EndpointCreate, EndpointRead, EndpointUpdate, Model, ModelCreate, ModelRead, ModelUpdate, TrainsOnInputs
 from schemas.runs import Run
 from service.core.problems import ProblemError
@@ -42,8 +42,8 @@ def require_serving_endpoint(*, session: Session, model: str, endpoint: str) -> 
 
 
 def model_read(model: Model) -> ModelRead:
-    assert model.id is not None
-    return ModelRead.model_validate(model, from_attributes=True)
+    """The model as the API shows it."""
+    return read_model(ModelRead, model)
 
 
 def endpoint_read(session: Session, endpoint: Endpoint, *, terms_max_age_days: int, now: datetime | None = None) -> EndpointRead:
@@ -57,22 +57,7 @@ def endpoint_read(session: Session, endpoint: Endpoint, *, terms_max_age_days: i
     terms = judge_terms(
         endpoint=endpoint.name, trains_on_inputs=endpoint.trains_on_inputs, terms_checked_at=endpoint.terms_checked_at, now=now, terms_max_age_days=terms_max_age_days
     )
-    return EndpointRead(
-        id=endpoint.id,
-        name=endpoint.name,
-        base_url=endpoint.base_url,
-        provider=endpoint.provider,
-        model=model.name,
-        trains_on_inputs=TrainsOnInputs(endpoint.trains_on_inputs),
-        retention_days=endpoint.retention_days,
-        terms_url=endpoint.terms_url,
-        terms_checked_at=endpoint.terms_checked_at,
-        checked_by=endpoint.checked_by,
-        terms_age_days=age,
-        sealed_allowed=terms.allowed,
-        created_at=endpoint.created_at,
-        updated_at=endpoint.updated_at,
-    )
+    return read_model(EndpointRead, endpoint, model=model.name, terms_age_days=age, sealed_allowed=terms.allowed)
 
 
 def _audit(session: Session, actor: str, action: str, object_type: str, name: str, details: dict[str, Any]) -> None:

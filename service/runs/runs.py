@@ -25,7 +25,7 @@ from curation.runs.gate import SealedRunRequest, judge_sealed_run
 from curation.runs.ledger import record_run
 from curation.runs.scores import summarise
 from schemas.audit import AuditEvent
-from schemas.common import utcnow
+from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.model_registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem
@@ -45,27 +45,12 @@ def _named(ids: Sequence[int]) -> str:
 
 
 def run_read(session: Session, run: Run) -> RunRead:
-    assert run.id is not None
+    """The run as the API shows it: names of its eval, model and endpoint, its release's number and canary."""
     evaluation, release = session.get(Eval, run.eval_id), session.get(Release, run.release_id)
     model, endpoint = session.get(Model, run.model_id), session.get(Endpoint, run.endpoint_id)
     assert evaluation is not None and release is not None and model is not None and endpoint is not None
-    return RunRead(
-        id=run.id,
-        eval=evaluation.name,
-        release=release.number,
-        split=run.split,
-        model=model.name,
-        endpoint=endpoint.name,
-        training_cutoff=model.training_cutoff,
-        trains_on_inputs=run.trains_on_inputs,
-        terms_checked_at=run.terms_checked_at,
-        exposes_items=run.exposes_items,
-        occurred_after=run.occurred_after,
-        item_count=run.item_count,
-        actor=run.actor,
-        created_at=run.created_at,
-        canary=release.canary,
-    )
+    names = {"eval": evaluation.name, "release": release.number, "model": model.name, "endpoint": endpoint.name}
+    return read_model(RunRead, run, **names, training_cutoff=model.training_cutoff, canary=release.canary)
 
 
 def require_run(*, session: Session, run_id: int) -> Run:

@@ -1,21 +1,23 @@
 """The completion probe end to end, through real HTTP: a word n-gram model trained in the setup on the
 pre-cutoff half of the CISA KEV catalog (so it has memorised those descriptions) is served as an
 OpenAI-compatible endpoint on loopback; probing must put the pre-cutoff items above the control band.
-The same server with a model trained on news headlines must not."""
+The same server with a model trained on news headlines must not. Probes go the way the service sends
+them: `plan_probes` → `complete_sync` → `probe_report`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
 from curation.evidence.charts import probe_chart
-from curation.evidence.probe_runner import probe_async, probe_sync
-from curation.evidence.probing import cut_item
+from curation.evidence.probe_report import probe_report
+from curation.evidence.probe_runner import complete_sync
+from curation.evidence.probing import cut_item, plan_probes
 from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, SimilarityMetric
 from tests.support.corpora import KEV_CUTOFF, KevRecord, kev_probe_items, load_kev
 from tests.support.images import assert_png, assert_svg
@@ -74,13 +76,20 @@ def _check_renders(report: ProbeReport, tmp_path: Path, name: str) -> None:
     assert_svg((tmp_path / f"{name}.svg").read_bytes())
 
 
+def _probe(model: WordNgramModel, name: str, items: list[ProbeItem]) -> tuple[ProbeReport, list[dict[str, Any]]]:
+    """Probe `items` against `model` served over loopback HTTP; the report and the request bodies the server saw."""
+    with serve_model(model, model_name=name) as server, httpx.Client() as client:
+        endpoint = ProbeEndpoint(base_url=server.base_url, model=name, concurrency=8, timeout_seconds=10)
+        plan = plan_probes(items, dataset="CISA KEV", split="catalog", max_tokens_cap=endpoint.max_tokens_cap)
+        completions = complete_sync(client, plan.prompts, endpoint)
+        return probe_report(plan, completions, cutoff=KEV_CUTOFF, model=endpoint.model), server.bodies
+
+
 def test_probing_the_memorising_model_over_http_separates_pre_cutoff_items(probe_items: list[ProbeItem], memorising_model: WordNgramModel, tmp_path: Path) -> None:
-    with serve_model(memorising_model, model_name="kev-ngram") as server, httpx.Client() as client:
-        endpoint = ProbeEndpoint(base_url=server.base_url, model="kev-ngram", concurrency=8, timeout_seconds=10)
-        report = probe_sync(client, probe_items, endpoint, dataset="CISA KEV", split="catalog", cutoff=KEV_CUTOFF)
-    assert len(server.bodies) == 2 * PER_BAND
-    assert {body["temperature"] for body in server.bodies} == {0}
-    assert all("the catalog split of the CISA KEV dataset" in body["messages"][-1]["content"] for body in server.bodies)
+    report, bodies = _probe(memorising_model, "kev-ngram", probe_items)
+    assert len(bodies) == 2 * PER_BAND
+    assert {body["temperature"] for body in bodies} == {0}
+    assert all("the catalog split of the CISA KEV dataset" in body["messages"][-1]["content"] for body in bodies)
     assert (report.n_pre_cutoff, report.n_control, report.n_failed) == (PER_BAND, PER_BAND, 0)
     for metric in METRICS:
         comparison = report.comparison(metric)
@@ -95,13 +104,7 @@ def test_probing_the_memorising_model_over_http_separates_pre_cutoff_items(probe
 
 
 def test_probing_a_model_trained_on_unrelated_text_flags_nothing(probe_items: list[ProbeItem], clean_model: WordNgramModel, tmp_path: Path) -> None:
-    async def run() -> ProbeReport:
-        with serve_model(clean_model, model_name="news-ngram") as server:
-            async with httpx.AsyncClient() as client:
-                endpoint = ProbeEndpoint(base_url=server.base_url, model="news-ngram", concurrency=8, timeout_seconds=10)
-                return await probe_async(client, probe_items, endpoint, dataset="CISA KEV", split="catalog", cutoff=KEV_CUTOFF)
-
-    report = asyncio.run(run())
+    report, _ = _probe(clean_model, "news-ngram", probe_items)
     assert (report.n_pre_cutoff, report.n_control, report.n_failed) == (PER_BAND, PER_BAND, 0)
     for metric in METRICS:
         comparison = report.comparison(metric)

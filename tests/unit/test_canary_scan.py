@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.evidence.canary import ScanConfig, ScanIndex, Scanner, WatchedItem
+from curation.evidence.canary import ScanConfig, ScanIndex, Scanner, ScanReport, WatchedItem
 
 GUID = "1b2c3d4e-1111-4222-8333-444455556666"
 CANARY = f"GOLDENSET CANARY GUID {GUID}"
@@ -32,21 +32,28 @@ def _scanner(**config: float) -> Scanner:
     return Scanner(ScanIndex({"ops": CANARY}, _items(), ScanConfig(**config)))  # type: ignore[arg-type]
 
 
-def test_canaries_are_found_by_guid_known_or_not_in_any_case() -> None:
+def _scan(folder: Path, text: str) -> ScanReport:
+    """Scan `text` written to a file in `folder` (one chunk: the texts here are far below a chunk's size)."""
+    dump = folder / "dump.txt"
+    dump.write_text(text, encoding="utf-8")
+    return _scanner().scan_paths([dump])
+
+
+def test_canaries_are_found_by_guid_known_or_not_in_any_case(tmp_path: Path) -> None:
     other = "0f0f0f0f-aaaa-4bbb-8ccc-dddddddddddd"
     text = f"{FILLER} leaked: {CANARY.lower()} ... {GUID.upper()} ... goldenset canary guid: {other} ... a plain uuid {other.replace('0f', 'ab')}"
-    report = _scanner().scan_text(text)
+    report = _scan(tmp_path, text)
     assert [(hit.guid, hit.eval) for hit in report.canaries] == [(GUID, "ops"), (GUID, "ops"), (other, None)]
     assert text.encode()[report.canaries[0].offset :].startswith(GUID.encode())
     assert report.copies == [] and report.found
 
 
-def test_verbatim_and_lightly_edited_copies_are_found_and_boilerplate_is_not() -> None:
+def test_verbatim_and_lightly_edited_copies_are_found_and_boilerplate_is_not(tmp_path: Path) -> None:
     words = TEXTS[1].split()
     words[4], words[11], words[20] = "stalled", "drained", "shortly"
     edited = " ".join(words).upper()
     text = f"{FILLER}\n> {TEXTS[0]}.\n{FILLER}\n{edited}\n{FILLER}\n{BOILERPLATE}\n{BOILERPLATE}\n"
-    report = _scanner().scan_text(text, path="dump.txt")
+    report = _scan(tmp_path, text)
     found = {(copy.item_id, copy.field, copy.kind) for copy in report.copies}
     assert found == {(10, "input", "verbatim"), (11, "input", "near-verbatim")}
     near = next(copy for copy in report.copies if copy.item_id == 11)
@@ -54,17 +61,17 @@ def test_verbatim_and_lightly_edited_copies_are_found_and_boilerplate_is_not() -
     assert text.encode()[near.offset : near.offset + near.length].decode().startswith("REQUESTS TO THE BILLING")
 
 
-def test_a_clean_text_and_scattered_phrases_are_not_copies() -> None:
+def test_a_clean_text_and_scattered_phrases_are_not_copies(tmp_path: Path) -> None:
     # Every 5-word phrase of an item, but spread far apart among other text: not a copy.
     words = TEXTS[2].split()
     scattered = f" {FILLER} ".join(" ".join(words[n : n + 6]) for n in range(0, len(words), 6))
-    assert not _scanner().scan_text(scattered).found
-    assert not _scanner().scan_text(FILLER * 5).found
+    assert not _scan(tmp_path, scattered).found
+    assert not _scan(tmp_path, FILLER * 5).found
 
 
-def test_json_escaped_copies_and_sealed_items_are_reported() -> None:
+def test_json_escaped_copies_and_sealed_items_are_reported(tmp_path: Path) -> None:
     line = json.dumps({"text": "Incident:\n" + TEXTS[3].replace(" the ", "\nthe ", 2) + "\n"})
-    report = _scanner().scan_text(FILLER + line + FILLER)
+    report = _scan(tmp_path, FILLER + line + FILLER)
     assert [(copy.item_id, copy.sealed) for copy in report.copies] == [(13, True)]
 
 

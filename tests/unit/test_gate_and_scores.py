@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from curation.intervals import bootstrap_mean_interval, wilson_interval
 from curation.runs.gate import GateCondition, SealedRunRequest, exposes, judge_sealed_run, judge_terms
-from curation.runs.scores import bootstrap_interval, summarise, wilson_interval
+from curation.runs.scores import summarise
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OK = SealedRunRequest(
@@ -80,6 +81,6 @@ def test_bootstrap_interval_covers_the_true_mean_about_as_often_as_promised() ->
     trials = 200
     for seed in range(trials):
         sample = rng.beta(2, 5, size=60)
-        low, high = bootstrap_interval(sample.tolist(), resamples=1000, seed=seed)
+        low, high = bootstrap_mean_interval(sample, n_resamples=1000, rng=np.random.default_rng(seed))
         covered += low <= 2 / 7 <= high
     assert 0.88 <= covered / trials <= 0.99

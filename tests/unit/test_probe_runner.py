@@ -3,7 +3,6 @@ sends, retries and what is not retried, timeouts, the concurrency limit, and ans
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -14,7 +13,7 @@ from email.utils import formatdate
 import httpx
 import pytest
 
-from curation.evidence.probe_runner import complete_async, complete_sync, request_body
+from curation.evidence.probe_runner import MAX_RETRY_AFTER_SECONDS, complete_sync, request_body
 from schemas.evidence import ChatMessage, ProbeCompletion, ProbeEndpoint, ProbePrompt
 
 ENDPOINT = ProbeEndpoint(base_url="https://llm.example.test/v1/", model="m-1", api_key="sk-test", concurrency=3, max_attempts=3, timeout_seconds=5)
@@ -117,32 +116,27 @@ def test_the_sync_runner_keeps_within_the_concurrency_limit() -> None:
     assert state["peak"] == ENDPOINT.concurrency
 
 
-def test_the_async_runner_keeps_within_the_concurrency_limit_and_retries() -> None:
-    state = {"in_flight": 0, "peak": 0, "calls": 0}
+def test_a_lost_connection_is_retried_and_progress_counts_every_item() -> None:
+    calls = {"n": 0}
+    lock = threading.Lock()
     progress: list[tuple[int, int]] = []
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        state["calls"] += 1
-        if state["calls"] == 1:
+    def handler(request: httpx.Request) -> httpx.Response:
+        with lock:
+            calls["n"] += 1
+            first = calls["n"] == 1
+        if first:
             raise httpx.ConnectError("refused", request=request)
-        state["in_flight"] += 1
-        state["peak"] = max(state["peak"], state["in_flight"])
-        await asyncio.sleep(0.005)
-        state["in_flight"] -= 1
         return _echo(request)
 
-    async def no_sleep(seconds: float) -> None:
-        return None
-
-    async def run() -> list[ProbeCompletion]:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            return await complete_async(client, _prompts(12), ENDPOINT, sleep=no_sleep, progress=lambda done, total: progress.append((done, total)))
-
-    completions = asyncio.run(run())
+    slept: list[float] = []
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        completions = complete_sync(client, _prompts(12), ENDPOINT, sleep=slept.append, progress=lambda done, total: progress.append((done, total)))
     assert [completion.completion for completion in completions] == [f"echo: prompt {index}" for index in range(12)]
+    assert all(completion.error is None for completion in completions)
     assert sum(completion.attempts for completion in completions) == 13
-    assert state["peak"] == ENDPOINT.concurrency
-    assert progress[-1] == (12, 12)
+    assert len(slept) == 1 and 0 < slept[0] <= 1.0  # the first backoff: half a second plus up to half a second of jitter
+    assert progress == [(done, 12) for done in range(1, 13)]
 
 
 def test_endpoint_settings_are_checked_early() -> None:
@@ -165,3 +159,17 @@ def test_retry_after_as_an_http_date_is_honoured() -> None:
 
     _, slept = _sync(handler, _prompts(1))
     assert 25 <= slept[0] <= 31
+
+
+def test_a_long_wait_asked_for_is_cut_to_a_minute() -> None:
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return httpx.Response(429, headers={"Retry-After": "3600"})
+        return _echo(request)
+
+    completions, slept = _sync(handler, _prompts(1))
+    assert completions[0].completion == "echo: prompt 0"
+    assert slept == [MAX_RETRY_AFTER_SECONDS] == [60.0]

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ingest.redaction import PLACEHOLDER_RE, SECRET_PLUGINS, RedactionPolicy, Redactor
+from ingest.redaction.detectors import SECRET_PLUGINS
+from ingest.redaction.redactor import PLACEHOLDER_RE, RedactionPolicy, Redactor
 
 REPORTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "gitbugs_hadoop" / "reports.jsonl"
 EMAIL_SHAPED = re.compile(r"[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
