@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from curation.releases.content import canonical_json, content_digest, merkle_root
 from schemas.audit import AuditEvent
+from schemas.common import read_model
 from schemas.evals import Eval, Split
 from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, SealedRead, VerifyReport
 from service.core.problems import ProblemError
@@ -52,18 +53,9 @@ def resolve_release(*, session: Session, evaluation: Eval, ref: str) -> Release:
 
 
 def summary(evaluation: Eval, release: Release) -> ReleaseSummary:
-    return ReleaseSummary(
-        eval=evaluation.name,
-        number=release.number,
-        period_start=release.period_start,
-        period_end=release.period_end,
-        created_at=release.created_at,
-        canary=release.canary,
-        dev_merkle_root=release.dev_root,
-        sealed_merkle_root=release.sealed_root,
-        dev_count=release.dev_count,
-        sealed_count=release.sealed_count,
-        diff=ReleaseDiff.model_validate(release.diff),
+    """The release as the API lists it: period, canary, Merkle roots, counts and diff."""
+    return read_model(
+        ReleaseSummary, release, eval=evaluation.name, dev_merkle_root=release.dev_root, sealed_merkle_root=release.sealed_root, diff=ReleaseDiff.model_validate(release.diff)
     )
 
 
