@@ -54,6 +54,15 @@ def parse_incident_date(value: object, *, now: datetime | None = None) -> dateti
     return parsed
 
 
+def parse_date_text(text: str) -> datetime:
+    """`text` in any accepted spelling (epoch digits included) as a tz-aware UTC datetime, without
+    the plausibility bounds of an incident date; raises `IncidentDateError`."""
+    if not text.strip():
+        raise IncidentDateError("the date is empty")
+    parsed = _from_text(text.strip())
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
 def _from_epoch(number: float) -> datetime:
     seconds = number / 1000 if abs(number) >= EPOCH_MILLISECONDS_THRESHOLD else number
     try:

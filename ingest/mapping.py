@@ -5,7 +5,9 @@ paths such as `fields.created`); `title`, `input` and `reference` are either a f
 Jinja2 template over the record (anything containing `{{` or `{%`), e.g.
 `"{{ vendorProject }} {{ product }}: {{ shortDescription }}"`. A field missing from a template
 renders empty; list the fields that must be present in `required`. `metadata` keeps fields as
-they are (a list of paths, or a `{name: path}` table). See `examples/mappings/` for real ones.
+they are (a list of paths, or a `{name: path}` table). `version` (a path or template, optional)
+gives the source's own updated time or version number of a record, which keeps an older event
+from overwriting a newer one (see `ingest.versions`). See `examples/mappings/` for real ones.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ingest.dates import IncidentDateError, parse_incident_date
 from ingest.redaction.redactor import RedactionPolicy
+from ingest.versions import VersionError, canonical_version
 
 MAX_EXTERNAL_ID_LENGTH = 255
 _MISSING = object()
@@ -60,6 +63,7 @@ class Mapping(BaseModel):
     title: str = "title"
     input: str = "input"
     reference: str = "reference"
+    version: str | None = Field(default=None, description="The record's own updated time or version (a path or template); an older one never overwrites a newer.")
     metadata: list[str] | dict[str, str] = Field(default_factory=list)
     metadata_object: str | None = Field(default=None, description="A field holding an object merged into metadata.")
     tags: str | None = None
@@ -67,10 +71,10 @@ class Mapping(BaseModel):
     distinct_by: list[str] = Field(default_factory=list, description="Identity fields that keep records apart.")
     redact: RedactionPolicy = Field(default_factory=RedactionPolicy)
 
-    @field_validator("title", "input", "reference")
+    @field_validator("title", "input", "reference", "version")
     @classmethod
-    def _template_compiles(cls, value: str) -> str:
-        if _is_template(value):
+    def _template_compiles(cls, value: str | None) -> str | None:
+        if value is not None and _is_template(value):
             try:
                 _jinja.parse(value)
             except TemplateSyntaxError as exc:
@@ -82,6 +86,13 @@ class Mapping(BaseModel):
     def _not_empty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must name a field or hold a template")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _version_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must name a field or hold a template, or be left out")
         return value
 
     def metadata_fields(self) -> dict[str, str]:
@@ -154,6 +165,8 @@ class MappedRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     identity: str | None = None
+    version: str | None = None
+    """The canonical text of the record's version (see `ingest.versions`), None when it has none."""
 
 
 class CompiledMapping:
@@ -162,6 +175,7 @@ class CompiledMapping:
     def __init__(self, mapping: Mapping) -> None:
         self.mapping = mapping
         self._text_fields = {name: self._compile(getattr(mapping, name)) for name in ("title", "input", "reference")}
+        self._version_template = self._compile(mapping.version) if mapping.version else None
         self._metadata_fields = mapping.metadata_fields()
 
     @staticmethod
@@ -197,10 +211,20 @@ class CompiledMapping:
                 metadata=self._metadata(record),
                 tags=self._tags(record),
                 identity=self._identity(record),
+                version=self._version(record),
             )
         except RecordRejected as exc:
             exc.external_id = external_id
             raise
+
+    def external_id_of(self, record: object) -> str | None:
+        """The record's external id, or None when it has no readable one (to name a rejected record)."""
+        if not isinstance(record, AbcMapping):
+            return None
+        try:
+            return self._external_id(record)
+        except RecordRejected:
+            return None
 
     def _external_id(self, record: AbcMapping[str, object]) -> str:
         value = resolve_path(record, self.mapping.external_id)
@@ -213,20 +237,35 @@ class CompiledMapping:
             raise RecordRejected("wrong_type", f"id field {self.mapping.external_id!r} is longer than {MAX_EXTERNAL_ID_LENGTH} characters")
         return text
 
+    @staticmethod
+    def _render(template: Any, record: AbcMapping[str, object], name: str) -> str:
+        try:
+            return str(template.render({**{str(k): v for k, v in record.items()}, "record": record})).strip()
+        except (TemplateError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
+            raise RecordRejected("template_error", f"{name} template failed on this record: {exc}") from exc
+
     def _text(self, record: AbcMapping[str, object], name: str) -> str:
         template = self._text_fields[name]
         spec: str = getattr(self.mapping, name)
         if template is not None:
-            try:
-                return str(template.render({**{str(k): v for k, v in record.items()}, "record": record})).strip()
-            except (TemplateError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError) as exc:
-                raise RecordRejected("template_error", f"{name} template failed on this record: {exc}") from exc
+            return self._render(template, record, name)
         value = resolve_path(record, spec)
         if value is _MISSING or value is None:
             return ""
         if isinstance(value, dict | list):
             raise RecordRejected("wrong_type", f"field {spec!r} ({name}) must be text, got {type(value).__name__}")
         return str(value).strip()
+
+    def _version(self, record: AbcMapping[str, object]) -> str | None:
+        """The record's version as canonical text; None when the mapping has none or the record
+        leaves it empty (such a record applies as before versions existed)."""
+        if self.mapping.version is None:
+            return None
+        value = self._render(self._version_template, record, "version") if self._version_template is not None else resolve_path(record, self.mapping.version)
+        try:
+            return canonical_version(None if value is _MISSING else value)
+        except VersionError as exc:
+            raise RecordRejected("bad_version", f"version {self.mapping.version!r}: {exc}") from exc
 
     def _identity(self, record: AbcMapping[str, object]) -> str | None:
         """The record's identity under `distinct_by` (None when the mapping declares none): records

@@ -2,7 +2,9 @@
 
 A bad line never stops a file: it becomes a `RawRecord` carrying a `RecordRejected` error, and
 reading goes on. Only a document that cannot be read at all (a JSON document that does not
-parse, a missing array) raises `DocumentError`.
+parse, a missing array) raises `DocumentError`. JSON is read with `ingest.sanity.loads`, so one
+element nested too deeply or holding an unreadably long integer costs that element only: it is
+read with a marker in place of the bad value, and the store rejects it by position.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from ingest.mapping import RecordRejected, is_missing, resolve_path
+from ingest.sanity import loads
 
 Format = Literal["jsonl", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "json")
@@ -65,7 +68,7 @@ def iter_jsonl(data: bytes) -> Iterator[RawRecord]:
             yield RawRecord(number, locator, error=RecordRejected("invalid_utf8", _utf8_error(exc)))
             continue
         try:
-            value = json.loads(text)
+            value = loads(text)
         except json.JSONDecodeError as exc:
             yield RawRecord(number, locator, error=RecordRejected("malformed_json", f"malformed JSON: {exc.msg} at column {exc.colno}"))
             continue
@@ -127,7 +130,7 @@ def _first_decode_error(data: bytes) -> UnicodeDecodeError:
 def iter_json_array(data: bytes, records_path: str | None) -> Iterator[RawRecord]:
     """Elements of the array found at `records_path` (the document itself when None); 0-based indexes."""
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise DocumentError(f"document is {_utf8_error(exc)}") from exc
     except json.JSONDecodeError as exc:

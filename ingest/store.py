@@ -1,27 +1,35 @@
 """Persisting mapped records as items: idempotent by (source, external id), whole records only.
 
-Each record is written inside its own savepoint, so a failure on one record leaves no part of it
-behind and does not touch the others; work is committed chunk by chunk so a long file that is
-interrupted keeps every complete chunk, and a rerun finds those items unchanged.
+Each record is checked before it is stored (`ingest.sanity`): nesting, NUL characters, lone
+surrogates and non-finite numbers are rejected by position with a reason, never sent to the
+database. A chunk is written in one savepoint; when the database refuses it for any reason, the
+chunk is written again record by record, each in its own savepoint, so a record the database
+refuses is rejected alone (`conflict` for a unique key, `store_failed` otherwise) and no other
+record is lost. Work is committed chunk by chunk so a long file that is interrupted keeps every
+complete chunk, and a rerun finds those items unchanged. A record whose version (see
+`ingest.versions`) is older than the stored item's is not applied and counts as `stale`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from itertools import islice
 from typing import Any
 
 from sqlalchemy import delete
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
 from ingest.mapping import CompiledMapping, MappedRecord, RecordRejected
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import RawRecord
 from ingest.redaction.redactor import Redactor
+from ingest.sanity import check_structure, check_values, printable
+from ingest.versions import is_older
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item, ItemRevision, ItemStatus
@@ -29,6 +37,7 @@ from schemas.problem import IngestSummary, RecordError
 from schemas.source import Source
 
 CHUNK_SIZE = 500
+logger = logging.getLogger("goldenset.ingest")
 # Statuses a content change sends back to curation; rejected and retired items keep their status.
 _RECURATE_ON_CHANGE = {
     ItemStatus.CANDIDATE.value,
@@ -39,6 +48,7 @@ _RECURATE_ON_CHANGE = {
 }
 
 ProgressCallback = Callable[[int], None]
+_DETAIL_SHOWN = 500
 
 
 def record_digest(record: MappedRecord) -> str:
@@ -77,6 +87,7 @@ def _redact(record: MappedRecord, redactor: Redactor, counts: dict[str, int]) ->
         metadata=metadata,
         tags=record.tags,
         identity=record.identity,
+        version=record.version,
     )
 
 
@@ -141,27 +152,45 @@ class ItemWriter:
             self._write_chunk(chunk)
 
     def reject(self, raw: RawRecord, error: RecordRejected) -> None:
-        """Count `raw` as rejected for `error`."""
+        """Count `raw` as rejected for `error` (its detail and id made safe to show and encode)."""
         self.summary.read += 1
         self.summary.rejected += 1
         self.summary.rejected_by_reason[error.reason] = self.summary.rejected_by_reason.get(error.reason, 0) + 1
+        detail = printable(error.detail)
         self.summary.errors.append(
-            RecordError(position=raw.position, locator=raw.locator, reason=error.reason, detail=error.detail, external_id=error.external_id)
+            RecordError(
+                position=raw.position,
+                locator=raw.locator,
+                reason=error.reason,
+                detail=detail if len(detail) <= _DETAIL_SHOWN else f"{detail[:_DETAIL_SHOWN]}…",
+                external_id=printable(error.external_id) if error.external_id is not None else None,
+            )
         )
+
+    def _map(self, raw: RawRecord, now: datetime) -> MappedRecord:
+        """`raw` checked, mapped, checked again and redacted; raises `RecordRejected`."""
+        if raw.error is not None:
+            raise raw.error
+        # The raw record first: a mapping walks it and its templates render it, which a record
+        # nested thousands deep would turn into a RecursionError.
+        try:
+            check_structure(raw.value)
+        except RecordRejected as exc:
+            exc.external_id = self.mapping.external_id_of(raw.value)
+            raise
+        record = self.mapping.apply(raw.value, now=now)
+        # What is stored, not the raw record: a bad value in a field the mapping leaves out costs nothing.
+        check_values(record)
+        return _redact(record, self.redactor, self.summary.redacted)
 
     def _write_chunk(self, chunk: list[RawRecord]) -> None:
         now = self.now()
         mapped: list[tuple[RawRecord, MappedRecord]] = []
         for raw in chunk:
-            if raw.error is not None:
-                self.reject(raw, raw.error)
-                continue
             try:
-                record = self.mapping.apply(raw.value, now=now)
+                mapped.append((raw, self._map(raw, now)))
             except RecordRejected as exc:
                 self.reject(raw, exc)
-                continue
-            mapped.append((raw, _redact(record, self.redactor, self.summary.redacted)))
         if not mapped:
             return
         outcomes: list[str | None]
@@ -171,9 +200,12 @@ class ItemWriter:
                 existing = self._existing(record.external_id for _, record in mapped)
                 outcomes = [self._upsert(record, existing, now) for _, record in mapped]
                 self.session.flush()
-        except IntegrityError:
-            # Another writer inserted one of these ids meanwhile: redo record by record, so each
-            # record is still written whole or not at all.
+        except Exception as exc:
+            if _connection_lost(exc):
+                raise
+            # Another writer inserted one of these ids meanwhile, or the database refused one
+            # record's values: redo record by record, so each record is still written whole or
+            # not at all and only a refused record is lost.
             outcomes = self._write_one_by_one(mapped, now)
         for outcome in outcomes:
             if outcome is not None:
@@ -191,19 +223,34 @@ class ItemWriter:
             for attempt in range(2):
                 try:
                     with self.session.begin_nested():
-                        outcomes.append(self._upsert(record, self._existing([record.external_id]), now))
+                        outcome = self._upsert(record, self._existing([record.external_id]), now)
                         self.session.flush()
+                    outcomes.append(outcome)
                     break
                 except IntegrityError as exc:
+                    # A second try reads the row a concurrent writer just inserted and updates it.
                     if attempt == 1:
                         self.reject(raw, RecordRejected("conflict", f"the record conflicts with a stored item: {exc.orig}", record.external_id))
                         outcomes.append(None)
+                except Exception as exc:
+                    if _connection_lost(exc):
+                        raise
+                    reason = exc.orig if isinstance(exc, DBAPIError) else exc
+                    # The first line only: the database's DETAIL and CONTEXT lines quote the values.
+                    first_line = next(iter(str(reason).splitlines()), "")
+                    # The log names the record but none of its values.
+                    logger.warning("source %s: the database refused the record at %s (%s)", self.source.name, raw.locator, type(reason).__name__)
+                    self.reject(raw, RecordRejected("store_failed", f"the database refused this record: {type(reason).__name__}: {first_line}", record.external_id))
+                    outcomes.append(None)
+                    break
         return outcomes
 
     def _upsert(self, record: MappedRecord, existing: dict[str, Item], now: datetime) -> str:
         digest = record_digest(record)
         item = existing.get(record.external_id)
         fingerprint = content_hash(record.title, record.input, record.reference)
+        if item is not None and is_older(record.version, item.source_version):
+            return "stale"
         if item is None:
             item = Item(
                 source_id=self.source_id,
@@ -219,6 +266,7 @@ class ItemWriter:
                 hash_recipe=NORMALISATION_VERSION,
                 identity_key=record.identity,
                 record_digest=digest,
+                source_version=record.version,
                 ingested_at=now,
                 updated_at=now,
             )
@@ -226,6 +274,11 @@ class ItemWriter:
             existing[record.external_id] = item
             return "new"
         if item.record_digest == digest:
+            # The version is outside the digest, so an event that changes nothing still moves the
+            # version on: an event older than it must not apply later.
+            if record.version is not None and item.source_version != record.version:
+                item.source_version = record.version
+                self.session.add(item)
             return "unchanged"
         if item.id is None:  # created earlier in this same batch
             self.session.flush()
@@ -242,6 +295,9 @@ class ItemWriter:
         item.hash_recipe = NORMALISATION_VERSION
         item.identity_key = record.identity
         item.record_digest = digest
+        # A record without a version keeps the stored one: events older than it stay stale.
+        if record.version is not None:
+            item.source_version = record.version
         item.revision += 1
         item.updated_at = now
         if text_changed and item.status == ItemStatus.REFERENCE.value:
@@ -252,3 +308,8 @@ class ItemWriter:
             item.status = ItemStatus.CANDIDATE.value
         self.session.add(item)
         return "updated"
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Whether `exc` means the connection is gone: no record is to blame, so the run stops."""
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated

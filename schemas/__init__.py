@@ -16,7 +16,7 @@ from schemas.model_registry import Endpoint, Model
 from schemas.probes import Probe
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
-from schemas.source import Source, SourceKind
+from schemas.source import Source, SourceKind, WebhookDelivery
 from schemas.token import ApiToken, Scope
 
 __all__ = [
@@ -44,4 +44,5 @@ __all__ = [
     "SealedRead",
     "Source",
     "SourceKind",
+    "WebhookDelivery",
 ]

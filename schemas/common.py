@@ -1,12 +1,14 @@
-"""Column types and helpers shared by every table: tz-aware UTC timestamps, portable JSON, and
-turning a row into the API model that shows it."""
+"""Column types and helpers shared by every table: tz-aware UTC timestamps, portable JSON, the
+checked types every API input uses for ids and dates, and turning a row into the API model that
+shows it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+import re
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from sqlalchemy import JSON, DateTime
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -14,6 +16,46 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import SQLModel
 
 ReadT = TypeVar("ReadT", bound=BaseModel)
+
+MAX_ROW_ID = 2**31 - 1
+"""The largest row id every backend stores (PostgreSQL's INTEGER); a larger id names no row."""
+MAX_COUNT = 2**31 - 1
+"""The largest count or size an input may give (it is stored in an INTEGER column)."""
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+_NUMBER = re.compile(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _not_a_number(value: Any) -> Any:
+    """Dates are given as ISO 8601 text: a number (or a numeric string) is refused rather than read
+    as seconds since 1970, which nobody means in an eval's settings."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("must be an ISO 8601 date or date-time such as 2024-01-01T00:00:00Z, not a number")
+    return value
+
+
+def _instant(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("needs a time zone, e.g. 2024-01-01T00:00:00Z")
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
+    return value
+
+
+def _day(value: date) -> date:
+    if not EARLIEST.date() <= value < LATEST.date():
+        raise ValueError(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
+    return value
+
+
+RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID)]
+"""An id of a stored row, as an input."""
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+"""A count or size as an input: zero or more, within what the database stores."""
+Instant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_instant)]
+"""A date-time as an input: ISO 8601 with a time zone, between 1900 and 9000."""
+Day = Annotated[date, BeforeValidator(_not_a_number), AfterValidator(_day)]
+"""A calendar date as an input: ISO 8601 (YYYY-MM-DD), between 1900 and 9000."""
 
 
 def utcnow() -> datetime:

@@ -11,11 +11,13 @@ from pydantic import BaseModel, field_validator
 from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, json_column_type, utcnow
+from schemas.common import MAX_COUNT, Count, Instant, UTCDateTime, json_column_type, utcnow
 
 DEFAULT_SCHEDULE = "0 3 1 * *"
 DEFAULT_SEALED_FRACTION = 0.20
 DEFAULT_SEALED_READ_BUDGET = 3
+MAX_AGE_DAYS = 36_500
+"""A century: an older maximum age would reach before the dates anyone stores."""
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
@@ -108,12 +110,6 @@ class _EvalInput(BaseModel):
             raise ValueError("source quotas must be zero or more items")
         return value
 
-    @field_validator("earliest_occurred_at", check_fields=False)
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("earliest_occurred_at needs a time zone, e.g. 2023-01-01T00:00:00Z")
-        return value
 
 
 class EvalCreate(_EvalInput):
@@ -125,12 +121,12 @@ class EvalCreate(_EvalInput):
     sources: list[str] = pydantic.Field(min_length=1, description="Names of the sources whose items the eval takes.")
     target_size: int = pydantic.Field(default=200, gt=0, le=1_000_000)
     schedule: str = DEFAULT_SCHEDULE
-    max_age_days: int | None = pydantic.Field(default=365, gt=0)
-    earliest_occurred_at: datetime | None = None
-    source_quotas: dict[str, int] = pydantic.Field(default_factory=dict)
+    max_age_days: int | None = pydantic.Field(default=365, gt=0, le=MAX_AGE_DAYS)
+    earliest_occurred_at: Instant | None = None
+    source_quotas: dict[str, Count] = pydantic.Field(default_factory=dict)
     sealed_fraction: float = pydantic.Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
     approval_policy: str = ApprovalPolicy.MANUAL.value
-    sealed_read_budget: int = pydantic.Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0)
+    sealed_read_budget: int = pydantic.Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0, le=MAX_COUNT)
 
 
 class EvalUpdate(_EvalInput):
@@ -141,12 +137,12 @@ class EvalUpdate(_EvalInput):
     sources: list[str] | None = pydantic.Field(default=None, min_length=1)
     target_size: int | None = pydantic.Field(default=None, gt=0, le=1_000_000)
     schedule: str | None = None
-    max_age_days: int | None = pydantic.Field(default=None, gt=0)
-    earliest_occurred_at: datetime | None = None
-    source_quotas: dict[str, int] | None = None
+    max_age_days: int | None = pydantic.Field(default=None, gt=0, le=MAX_AGE_DAYS)
+    earliest_occurred_at: Instant | None = None
+    source_quotas: dict[str, Count] | None = None
     sealed_fraction: float | None = pydantic.Field(default=None, ge=0, le=1)
     approval_policy: str | None = None
-    sealed_read_budget: int | None = pydantic.Field(default=None, ge=0)
+    sealed_read_budget: int | None = pydantic.Field(default=None, ge=0, le=MAX_COUNT)
 
 
 class EvalRead(BaseModel):

@@ -56,6 +56,9 @@ class Item(ItemContent, table=True):
     identity_key: str | None = Field(default=None, max_length=255)
     duplicate_of: int | None = Field(default=None, foreign_key="item.id", index=True)
     record_digest: str = Field(max_length=64)
+    # The source's own version of the record (its updated time or version number, canonical text
+    # of `ingest.versions`): a record with an older one is not applied. None: never versioned.
+    source_version: str | None = Field(default=None, max_length=64)
     revision: int = Field(default=1)
     status: str = Field(default=ItemStatus.CANDIDATE.value, sa_type=String(16), index=True)
     ingested_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
@@ -81,14 +84,14 @@ class ItemRevision(SQLModel, table=True):
 class ItemRead(BaseModel):
     """An item as the API shows it (a plain pydantic model: `metadata` is reserved on tables).
     `sealed`: the item is in (or bound for) an eval's sealed slice, and its content (external id,
-    text fields, metadata, tags) is withheld here."""
+    text fields, metadata, tags), its dates (null) and its content hash are withheld here."""
 
     id: int
     source: str
     external_id: str
-    occurred_at: datetime
-    ingested_at: datetime
-    updated_at: datetime
+    occurred_at: datetime | None
+    ingested_at: datetime | None
+    updated_at: datetime | None
     title: str
     input: str
     reference: str

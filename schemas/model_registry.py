@@ -11,7 +11,7 @@ from pydantic import BaseModel, field_validator
 from sqlalchemy import Date, String, Text
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, utcnow
+from schemas.common import Count, Day, Instant, UTCDateTime, utcnow
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._:/-]{0,127}$"
 NAME_HELP = "Lowercase letters, digits, '.', '_', ':', '/' and '-' (e.g. 'gpt-4o-2024-08-06' or 'acme/llama-3-8b')."
@@ -58,14 +58,7 @@ class Endpoint(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
-class _Aware(BaseModel):
-    @field_validator("terms_checked_at", check_fields=False)
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("terms_checked_at needs a time zone, e.g. 2024-01-01T00:00:00Z")
-        return value
-
+class _EndpointInput(BaseModel):
     @field_validator("base_url", "terms_url", check_fields=False)
     @classmethod
     def _url(cls, value: str | None) -> str | None:
@@ -79,8 +72,8 @@ class ModelCreate(BaseModel):
 
     name: str = pydantic.Field(pattern=NAME_PATTERN, description=NAME_HELP)
     provider: str = pydantic.Field(default="", max_length=128)
-    training_cutoff: date | None = pydantic.Field(default=None, description="The date the model's training data ends, as its provider states it.")
-    release_date: date | None = None
+    training_cutoff: Day | None = pydantic.Field(default=None, description="The date the model's training data ends, as its provider states it.")
+    release_date: Day | None = None
     notes: str = ""
 
 
@@ -88,8 +81,8 @@ class ModelUpdate(BaseModel):
     """`PATCH /v1/models/{name}`: the fields to change."""
 
     provider: str | None = pydantic.Field(default=None, max_length=128)
-    training_cutoff: date | None = None
-    release_date: date | None = None
+    training_cutoff: Day | None = None
+    release_date: Day | None = None
     notes: str | None = None
 
 
@@ -104,7 +97,7 @@ class ModelRead(BaseModel):
     updated_at: datetime
 
 
-class EndpointCreate(_Aware):
+class EndpointCreate(_EndpointInput):
     """`POST /v1/endpoints`. Terms default to `unknown`, which exposes every item sent there.
     `terms_checked_at` defaults to now when `trains_on_inputs` is given as yes or no; `checked_by`
     to the calling token."""
@@ -114,13 +107,13 @@ class EndpointCreate(_Aware):
     provider: str = pydantic.Field(default="", max_length=128)
     model: str = pydantic.Field(description="The registered model this endpoint serves.")
     trains_on_inputs: TrainsOnInputs = TrainsOnInputs.UNKNOWN
-    retention_days: int | None = pydantic.Field(default=None, ge=0)
+    retention_days: Count | None = None
     terms_url: str = pydantic.Field(default="", max_length=2048)
-    terms_checked_at: datetime | None = None
+    terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
 
 
-class EndpointUpdate(_Aware):
+class EndpointUpdate(_EndpointInput):
     """`PATCH /v1/endpoints/{name}`: the fields to change. Changing the terms without giving
     `terms_checked_at` records them as checked now, by the calling token."""
 
@@ -128,9 +121,9 @@ class EndpointUpdate(_Aware):
     provider: str | None = pydantic.Field(default=None, max_length=128)
     model: str | None = None
     trains_on_inputs: TrainsOnInputs | None = None
-    retention_days: int | None = pydantic.Field(default=None, ge=0)
+    retention_days: Count | None = None
     terms_url: str | None = pydantic.Field(default=None, max_length=2048)
-    terms_checked_at: datetime | None = None
+    terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
 
 

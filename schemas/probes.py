@@ -16,7 +16,7 @@ from pydantic import BaseModel, SecretStr, model_validator
 from sqlalchemy import Column, String, Text
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, json_column_type, utcnow
+from schemas.common import RowId, UTCDateTime, json_column_type, utcnow
 from schemas.evidence import CutPolicy, ProbeReport, SimilarityMetric
 
 
@@ -72,7 +72,7 @@ class ProbeCreate(BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     eval: str | None = None
-    release: int | str = pydantic.Field(default="latest", description="A release number, or 'latest' (evals only).")
+    release: RowId | str = pydantic.Field(default="latest", description="A release number, or 'latest' (evals only).")
     corpus: str | None = pydantic.Field(default=None, description="A registered public corpus (a reference source).")
     model: str
     endpoint: str

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from schemas.common import RowId
 from schemas.problem import RecordError
 
 
@@ -27,7 +28,7 @@ class RejectBody(BaseModel):
 
 
 class ReviewDecision(BaseModel):
-    item_id: int
+    item_id: RowId
     decision: Decision
     reason: str = Field(default="", max_length=2000)
 

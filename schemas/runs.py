@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from sqlalchemy import String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, utcnow
+from schemas.common import Instant, RowId, UTCDateTime, utcnow
 
 
 class Run(SQLModel, table=True):
@@ -79,9 +79,9 @@ class RunCreate(BaseModel):
 
     model: str = pydantic.Field(description="A registered model's name.")
     endpoint: str = pydantic.Field(description="A registered endpoint's name; it must serve `model`.")
-    release: int | str = pydantic.Field(default="latest", description="A release number, or 'latest'.")
+    release: RowId | str = pydantic.Field(default="latest", description="A release number, or 'latest'.")
     split: str = pydantic.Field(default="dev", pattern=r"^(dev|sealed)$", description="`dev`, or `sealed` (sealed scope; gated and budgeted).")
-    occurred_after: datetime | None = pydantic.Field(default=None, description="Only items that occurred at or after this time (with zone).")
+    occurred_after: Instant | None = pydantic.Field(default=None, description="Only items that occurred at or after this time (with zone).")
 
 
 class RunItemRead(BaseModel):
@@ -132,7 +132,7 @@ class RunItemPage(BaseModel):
 
 
 class ResultIn(BaseModel):
-    item_id: int
+    item_id: RowId
     score: float = pydantic.Field(ge=0.0, le=1.0, description="The model's score on the item, in [0, 1] (1: solved).")
     human_success: float | None = pydantic.Field(default=None, ge=0.0, le=1.0, description="Share of people who solved the item, when known.")
 

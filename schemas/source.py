@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import field_validator
-from sqlalchemy import Column, String, Text
+from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
@@ -72,6 +72,23 @@ class Source(SourceBase, table=True):
     items_pulled: int = Field(default=0)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """A webhook delivery accepted for a source, kept while its signature is fresh so that a replay
+    of it (same timestamp and body, under any of the source's secrets) is refused.
+
+    `digest` is sha256 of the signed message `"<timestamp>." + body`; `signed_at` is the signature's
+    timestamp, and a row is pruned once that timestamp is older than the tolerance."""
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (UniqueConstraint("source_id", "digest", name="uq_webhook_delivery_source_digest"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    source_id: int = Field(foreign_key="source.id")
+    digest: str = Field(max_length=64)
+    signed_at: datetime = Field(sa_type=UTCDateTime, index=True)
+    received_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 MIN_PULL_INTERVAL_SECONDS = 60

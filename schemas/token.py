@@ -43,7 +43,8 @@ def effective_scopes(scopes: list[str]) -> set[str]:
 
 
 class ApiToken(SQLModel, table=True):
-    """A bearer token. Only `token_hash` (sha256 of the token) is kept; `prefix` identifies it in lists."""
+    """A bearer token. Only `token_hash` (sha256 of the token) is kept; `prefix` identifies it in lists.
+    A token with `expires_at` is refused from that instant on; without it, it never expires."""
 
     __tablename__ = "api_token"
 
@@ -55,7 +56,12 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_used_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the token's expiry has come at `now` (tz-aware); never for a token without one."""
+        return self.expires_at is not None and self.expires_at <= now

@@ -12,25 +12,25 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from fastapi.openapi.utils import get_openapi
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from curation.dedup.embeddings import Encoder
-from schemas.problem import Problem
 from service.core import routes as core_routes
-from service.core.audit import install_read_audit
 from service.core.db import make_engine
+from service.core.guard import RequestGuard
 from service.core.logs import request_id_var
 from service.core.metrics import Metrics
+from service.core.openapi import openapi_document
 from service.core.problems import install_problem_handlers
-from service.core.settings import Settings, get_settings
+from service.core.settings import Settings, get_settings, warn_if_development_secret_key
 from service.core.tokens import ensure_bootstrap_admin
 from service.dedup import routes as dedup_routes
 from service.dedup.encoder import get_encoder
 from service.dedup.reader import DedupReader
 from service.dedup.runner import CurationTrigger
 from service.evals import routes as eval_routes
+from service.evals.read_audit import install_release_read_audit
 from service.evidence import routes as evidence_routes
 from service.evidence.probe_worker import ProbeWorker
 from service.items import routes as item_routes
@@ -39,6 +39,10 @@ from service.sources import routes as source_routes
 
 access_log = logging.getLogger("goldenset.access")
 REQUEST_ID_HEADER = "X-Request-ID"
+DOC_PAGE_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+# API answers are data, never pages: nothing in them may load, run or be framed.
+SECURITY_HEADERS = {**DOC_PAGE_HEADERS, "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
+DOC_PAGES = ("/docs", "/redoc")
 # `/v1/dedup/check` requests embedding at once (each encode already uses every core).
 DEDUP_CHECK_CONCURRENCY = 2
 
@@ -64,6 +68,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warn_if_development_secret_key(settings)
         if settings.admin_token is not None:
             with Session(engine) as session:
                 ensure_bootstrap_admin(session=session, admin_token=settings.admin_token.get_secret_value())
@@ -91,7 +96,8 @@ def create_app(
     install_problem_handlers(app)
     for routes in (core_routes, source_routes, item_routes, dedup_routes, eval_routes, run_routes, evidence_routes):
         app.include_router(routes.router)
-    install_read_audit(app)
+    app.add_middleware(RequestGuard, settings=settings)
+    install_release_read_audit(app)
 
     @app.middleware("http")
     async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -104,6 +110,7 @@ def create_app(
             response = await call_next(request)
             status = response.status_code
             response.headers[REQUEST_ID_HEADER] = request_id
+            response.headers.update(SECURITY_HEADERS if request.url.path not in DOC_PAGES else DOC_PAGE_HEADERS)
             return response
         finally:
             elapsed = time.perf_counter() - started
@@ -117,11 +124,7 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-            document.setdefault("components", {}).setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
-            document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-            document["security"] = [{"bearer": []}]
-            app.openapi_schema = document
+            app.openapi_schema = openapi_document(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

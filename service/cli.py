@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 from sqlmodel import col, select
 
+from schemas.common import utcnow
 from schemas.token import ApiToken
-from service.core.terminal import CLI_ACTOR, err, fail, open_engine, open_write_session, out, print_secret
-from service.core.tokens import create_token, revoke_token
+from service.core.settings import Settings, describe_settings_error, get_settings, warn_if_development_secret_key
+from service.core.terminal import CLI_ACTOR, EXIT_USAGE, err, fail, open_engine, open_write_session, out, print_secret
+from service.core.tokens import create_token, format_expiry, parse_expiry, revoke_token
 from service.dedup import cli as dedup_cli
 from service.evals import cli as eval_cli
 from service.evidence import canary_cli
@@ -24,9 +27,21 @@ token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_h
 app.add_typer(token_app, name="token")
 
 
+def _startup_settings() -> Settings:
+    """The settings a process command starts with; refused ones end the command with one line on
+    stderr naming each variable and what it needs (never its value) and exit status 2."""
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        # soft_wrap: the message stays one line however narrow the terminal; no traceback.
+        err.print(f"[bold red]error:[/] {describe_settings_error(exc)}; goldenset did not start", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
 @app.command("migrate")
 def migrate_command() -> None:
     """Create or upgrade the database schema (GOLDENSET_DATABASE_URL; SQLite under ./var/ by default)."""
+    _startup_settings()
     open_engine()
     out.print("database schema is up to date")
 
@@ -43,11 +58,11 @@ def serve(
 
     from service.app import create_app
     from service.core.logs import configure_logging
-    from service.core.settings import get_settings
     from service.scheduler import GoldensetScheduler
 
-    settings = get_settings()
+    settings = _startup_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
+    warn_if_development_secret_key(settings)
     engine = open_engine()
     scheduler = None if no_scheduler else GoldensetScheduler(engine, settings)
     if scheduler is not None:
@@ -63,11 +78,11 @@ def serve(
 def scheduler() -> None:
     """Run only the scheduler (for deployments whose API replicas run `serve --no-scheduler`)."""
     from service.core.logs import configure_logging
-    from service.core.settings import get_settings
     from service.scheduler import GoldensetScheduler
 
-    settings = get_settings()
+    settings = _startup_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
+    warn_if_development_secret_key(settings)
     GoldensetScheduler(open_engine(), settings, blocking=True).start()
 
 
@@ -75,26 +90,37 @@ def scheduler() -> None:
 def token_create(
     name: Annotated[str, typer.Option("--name", help="Who or what uses the token.")],
     scopes: Annotated[str, typer.Option("--scopes", help="Comma-separated: ingest, curate, read, sealed, admin.")],
+    expires_in: Annotated[str | None, typer.Option("--expires-in", help="Expire after this many days or hours from now: 90d, 12h.")] = None,
+    expires: Annotated[str | None, typer.Option("--expires", help="Expire at this ISO 8601 date or date-time (UTC unless it has a zone; a date alone: its midnight UTC).")] = None,
 ) -> None:
-    """Create a token and print it once (only its hash is stored)."""
+    """Create a token and print it once (only its hash is stored). Without --expires-in or
+    --expires it never expires; an expiry in the past is refused (exit 2)."""
+    try:
+        expires_at = parse_expiry(expires_in=expires_in, expires=expires)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
     with open_write_session() as session:
         try:
-            plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR)
+            plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR, expires_at=expires_at)
         except ValueError as exc:
             raise fail(str(exc)) from exc
-    err.print(f"token {token.id} ({token.name}) with scopes {', '.join(token.scopes)}; it is shown only now:")
+    lifetime = "never expires" if expires_at is None else f"expires {format_expiry(expires_at)}"
+    err.print(f"token {token.id} ({token.name}) with scopes {', '.join(token.scopes)}, {lifetime}; it is shown only now:", highlight=False)
     print_secret(plaintext)
 
 
 @token_app.command("list")
 def token_list() -> None:
-    """List tokens (never their values)."""
+    """List tokens (never their values): scopes, creation, expiry (`never` without one; `expired`
+    once past), last use (to the minute; `-` when never used) and revocation. Times are UTC."""
     with open_write_session() as session:
         tokens = session.exec(select(ApiToken).order_by(col(ApiToken.id))).all()
-    table = Table("id", "name", "prefix", "scopes", "created", "last used", "revoked")
+    now = utcnow()
+    table = Table("id", "name", "prefix", "scopes", "created", "expires", "last used", "revoked", caption="times are UTC")
     for token in tokens:
         last_used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "-"
-        table.add_row(str(token.id), token.name, token.prefix, ",".join(token.scopes), f"{token.created_at:%Y-%m-%d %H:%M}", last_used, "yes" if token.revoked else "")
+        expiry = "never" if token.expires_at is None else f"{token.expires_at:%Y-%m-%d %H:%M}" + (" (expired)" if token.expired(now) else "")
+        table.add_row(str(token.id), token.name, token.prefix, ",".join(token.scopes), f"{token.created_at:%Y-%m-%d %H:%M}", expiry, last_used, "yes" if token.revoked else "")
     out.print(table)
 
 

@@ -7,6 +7,8 @@ PostgreSQL is never skipped: when it is asked for and unreachable, the tests tha
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import shutil
 import socket
@@ -14,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from sqlmodel import Session
 
 from service.app import create_app
 from service.core.db import make_engine, migrate
+from service.core.logs import configure_logging
 from service.core.settings import Settings
 from service.core.tokens import create_token
 
@@ -68,23 +72,30 @@ def _templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
             conn.execute(f'DROP DATABASE IF EXISTS "{created_pg}" WITH (FORCE)')
 
 
-@pytest.fixture(params=BACKENDS)
-def database_url(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    """The URL of a new, migrated, empty database on one backend."""
-    backend: str = request.param
+@contextmanager
+def new_database(backend: str, templates: dict[str, str], folder: Path) -> Iterator[str]:
+    """The URL of a new, migrated, empty database on `backend` (a SQLite file in `folder`, or a
+    PostgreSQL database copied from the template), dropped when the block ends."""
     if backend == "sqlite":
-        path = tmp_path / "goldenset.db"
-        shutil.copyfile(_templates["sqlite"], path)
+        path = folder / "goldenset.db"
+        shutil.copyfile(templates["sqlite"], path)
         yield f"sqlite:///{path}"
         return
     if backend != "postgresql":
         raise ValueError(f"unknown backend {backend!r} in GOLDENSET_TEST_DATABASES")
     name = f"goldenset_test_{uuid.uuid4().hex[:12]}"
     with _pg_admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_templates["postgresql"]}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{templates["postgresql"]}"')
     yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     with _pg_admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """The URL of a new, migrated, empty database on one backend."""
+    with new_database(request.param, _templates, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
@@ -100,10 +111,15 @@ def session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
+def make_settings(database_url: str) -> Settings:
+    """The tests' settings: no background curation after API ingest (it loads the embedding model;
+    dedup tests turn it on), a 1 MiB body limit."""
+    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024, curate_after_ingest=False)
+
+
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    # No background curation after API ingest (it loads the embedding model); dedup tests turn it on.
-    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024, curate_after_ingest=False)
+    return make_settings(database_url)
 
 
 @pytest.fixture
@@ -136,9 +152,9 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def live_server(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
-    """The app served by a real uvicorn on a free loopback port, for the duration of one test."""
+@contextmanager
+def serve(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
+    """`app` served by a real uvicorn on a free loopback port for the block."""
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -148,9 +164,30 @@ def live_server(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[Li
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
-    yield LiveServer(url=f"http://127.0.0.1:{port}", engine=engine, settings=settings)
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield LiveServer(url=f"http://127.0.0.1:{port}", engine=engine, settings=settings)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
+    """The app served by a real uvicorn on a free loopback port, for the duration of one test."""
+    with serve(app, engine, settings) as server:
+        yield server
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    """Everything logged during the test, as the service writes it (JSON lines, masked); the
+    previous handlers come back afterwards."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    configure_logging("DEBUG", json_format=True, stream=stream)
+    yield stream
+    root.handlers, root.level = saved[0], saved[1]
 
 
 @pytest.fixture(scope="session")

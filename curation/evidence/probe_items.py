@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
+from curation.releases.visibility import sealed_anywhere
 from schemas.evals import Split
 from schemas.evidence import ProbeItem, cutoff_instant
 from schemas.item import Item
@@ -57,22 +58,13 @@ def sample_around_cutoff(entries: Sequence[T], *, occurred_at: Callable[[T], dat
     return sorted(chosen, key=lambda entry: (occurred_at(entry), key(entry)))
 
 
-def ever_sealed_in_eval(*, session: Session, eval_id: int) -> set[int]:
-    """Every item in the sealed split of any release of the eval (ids only, no content read).
-    Membership never changes between releases; this is the belt to the dev-split braces."""
-    rows = session.exec(
-        select(ReleaseItem.item_id).join(Release, col(Release.id) == col(ReleaseItem.release_id)).where(Release.eval_id == eval_id, ReleaseItem.split == Split.SEALED.value)
-    ).all()
-    return set(rows)
-
-
 def eval_probe_items(*, session: Session, release: Release, cutoff: date, limit: int | None) -> tuple[list[ReleaseItem], list[ProbeItem]]:
     """The release's dev items to probe (sampled around `cutoff`) and their probe items, keyed by
-    the goldenset item id. Items sealed in any release of the eval are left out; each probe item
+    the goldenset item id. Items any eval holds sealed are left out; each probe item
     also carries its sealed flag, which `curation.evidence.probing.plan_probes` refuses, so a
     sealed item that slipped through would stop the probe before anything is sent."""
-    sealed = ever_sealed_in_eval(session=session, eval_id=release.eval_id)
     rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == Split.DEV.value)).all()
+    sealed = sealed_anywhere(session, [row.item_id for row in rows])
     eligible = [row for row in rows if row.item_id not in sealed]
     chosen = sample_around_cutoff(eligible, occurred_at=lambda row: row.occurred_at, key=lambda row: str(row.item_id), cutoff=cutoff, limit=limit)
     items: list[ProbeItem] = []

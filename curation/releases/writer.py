@@ -1,7 +1,9 @@
 """Writing a release: the one place that decides what a new release of an eval holds and writes it.
 
 `write_release` plans the rotation (`curation.releases.rotation`), assigns each newcomer its split
-(`curation.releases.sealing`, under the eval's seal key, handed in by the caller), freezes every
+by the service-wide rule of `curation.releases.visibility` (a split once recorded in any eval is
+kept; otherwise any eval over the item's source that would seal it seals it; seal keys are handed
+in by the caller), freezes every
 member's content as canonical JSON with its digest (`curation.releases.content`), computes both
 Merkle roots, and writes the release, its items, the membership changes and the audit event in
 the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
@@ -17,7 +19,7 @@ from sqlmodel import Session, col, select
 from curation.releases.content import canonical_json, content_digest, merkle_root, released_content
 from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
-from curation.releases.sealing import is_sealed
+from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
@@ -78,11 +80,13 @@ def _frozen(item: Item, source: str, split: str) -> ReleaseItem:
     return ReleaseItem(release_id=0, item_id=item.id, split=split, occurred_at=item.occurred_at, content_digest=content_digest(text), content=text)
 
 
-def write_release(session: Session, *, evaluation: Eval, period: Period, seal_key: bytes, actor: str, now: datetime | None = None) -> Release:
+def write_release(session: Session, *, evaluation: Eval, period: Period, seal_key_of: SealKeyOf, actor: str, now: datetime | None = None) -> Release:
     """Write the release of `period` (numbered after the eval's newest) in `session`, flushed and
     not committed, and return it. The caller checks first that the period has no release yet
-    (`release_of_period`). Raises `PeriodOutOfOrder` when the period starts before the newest
-    release's, and ValueError for a seal key too short to seal with."""
+    (`release_of_period`), that every seal key is readable (an unreadable one seals every
+    newcomer of its sources), and serialises refreshes, so that two evals deciding one item's
+    split see each other's decision. Raises `PeriodOutOfOrder` when the period starts before the
+    newest release's."""
     assert evaluation.id is not None
     latest = latest_release(session, evaluation=evaluation)
     if latest is not None and latest.period_start > period.start:
@@ -118,7 +122,8 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
     rows.update(fresh_rows)
 
     splits = {item_id: memberships[item_id].split for item_id in plan.members if item_id in memberships}
-    splits.update({item_id: (Split.SEALED if is_sealed(seal_key, item_id, evaluation.sealed_fraction) else Split.DEV).value for item_id in plan.added})
+    sealed = sealed_item_ids(session=session, item_ids=plan.added, seal_key_of=seal_key_of)
+    splits.update({item_id: (Split.SEALED if item_id in sealed else Split.DEV).value for item_id in plan.added})
     frozen = [_frozen(*rows[item_id], splits[item_id]) for item_id in sorted(plan.members)]
     by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
     now = now or utcnow()

@@ -81,6 +81,7 @@ class GitHubConnector(Connector[GitHubConfig]):
     default_mapping: ClassVar[dict[str, Any]] = {
         "external_id": "number",
         "occurred_at": "created_at",
+        "version": "updated_at",
         "title": "title",
         "input": "{{ title }}{% if body %}\n\n{{ body }}{% endif %}",
         "reference": (

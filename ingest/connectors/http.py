@@ -12,6 +12,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from ingest.connectors.base import AuthError, ConnectorContext, ConnectorError, MalformedPage, TransientError
 from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
+from ingest.sanity import loads
 
 RateLimitDelay = Callable[[httpx.Response], float | None]
 """Given a refused response, how long to wait for the vendor's rate limit to reset (None: not a rate limit)."""
@@ -86,8 +87,9 @@ def send(
 
 
 def json_body(response: httpx.Response, *, vendor: str) -> Any:
-    """The response's JSON, or `MalformedPage` when it is not JSON."""
+    """The response's JSON, or `MalformedPage` when it is not JSON. Read with `ingest.sanity.loads`:
+    one record nested too deeply costs that record, not the page."""
     try:
-        return response.json()
+        return loads(response.text)
     except ValueError as exc:
         raise MalformedPage(f"{vendor} answered with a body that is not JSON: {_excerpt(response)}") from exc

@@ -86,6 +86,7 @@ class JiraConnector(Connector[JiraConfig]):
     default_mapping: ClassVar[dict[str, Any]] = {
         "external_id": "key",
         "occurred_at": "fields.created",
+        "version": "fields.updated",
         "title": "fields.summary",
         "input": "{{ fields.summary }}\n\n{{ fields.description }}",
         "reference": (

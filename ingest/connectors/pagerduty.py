@@ -131,6 +131,7 @@ class PagerDutyConnector(Connector[PagerDutyConfig]):
     default_mapping: ClassVar[dict[str, Any]] = {
         "external_id": "id",
         "occurred_at": "created_at",
+        "version": "updated_at",
         "title": "title",
         "input": (
             "{{ title }}\n\n"

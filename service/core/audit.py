@@ -6,35 +6,27 @@ path), the item ids and their count, the time. An action that concerns the seale
 (`release.sealed_read`, `run.sealed_start`, `run.sealed_refused`, ...): `sealed` on an event and
 the `sealed` filter of `GET /v1/audit` rely on that naming.
 
-Release content (issue 5's `/v1/evals/{name}/releases/{ref}/items` and `/export.jsonl`) is
-audited by a middleware that looks at the route answered, so those handlers stay as they are.
+Release content (`/v1/evals/{name}/releases/{ref}/items` and `/export.jsonl`) is audited once
+its answer succeeded, by `service.evals.read_audit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
-from fastapi.concurrency import run_in_threadpool
-from pydantic import TypeAdapter
+from fastapi import Request
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from schemas.audit import AuditEvent, AuditEventRead, AuditPage
 from schemas.common import read_model
-from schemas.evals import Eval, Split
-from schemas.release import Release, ReleaseItem
 from service.core.auth import Principal
 from service.core.cursors import decode_id_cursor, encode_cursor
 from service.core.db import write_session
 
 SEALED_MARK = "sealed"
-RELEASE_CONTENT_ROUTES = {
-    "/v1/evals/{name}/releases/{ref}/items": "items",
-    "/v1/evals/{name}/releases/{ref}/export.jsonl": "export",
-}
 MAX_IDS_IN_EVENT = 10_000
 CURSOR_KIND = "audit"
 
@@ -66,59 +58,10 @@ def audit_content_read(request: Request, principal: Principal, item_ids: Sequenc
     record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=endpoint, object_type="item", object_id=None, item_ids=item_ids)
 
 
-def _release_item_ids(engine: Engine, name: str, ref: str, split: str, occurred_after: str | None) -> tuple[str, list[int]]:
-    with Session(engine) as session:
-        evaluation = session.exec(select(Eval).where(Eval.name == name)).first()
-        if evaluation is None:
-            return ref, []
-        query = select(Release).where(Release.eval_id == evaluation.id)
-        release = session.exec(query.order_by(col(Release.number).desc()).limit(1) if ref == "latest" else query.where(Release.number == int(ref))).first()
-        if release is None:
-            return ref, []
-        items = select(ReleaseItem.item_id).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split)
-        if occurred_after:
-            # Parsed as the route parsed it (it answered 200, so the value is a tz-aware datetime).
-            items = items.where(col(ReleaseItem.occurred_at) >= TypeAdapter(datetime).validate_python(occurred_after))
-        return str(release.number), list(session.exec(items).all())
-
-
-def _audit_release_read(engine: Engine, request: Request, kind: str) -> None:
-    principal = getattr(request.state, "principal", None)
-    params = request.scope.get("path_params", {})
-    if principal is None or not str(params.get("ref", "")).replace("latest", "0").isdigit():
-        return
-    split = request.query_params.get("split", Split.DEV.value)
-    number, ids = _release_item_ids(engine, params["name"], params["ref"], split, request.query_params.get("occurred_after"))
-    sealed = split == Split.SEALED.value
-    action = f"release.{'sealed_' if sealed else ''}{'items_read' if kind == 'items' else 'export'}"
-    record_read(
-        engine,
-        actor=principal.actor,
-        action=action,
-        endpoint=f"{request.method} {request.url.path}",
-        object_type="release",
-        object_id=f"{params['name']}/{number}",
-        item_ids=ids,
-        details={"split": split},
-    )
-
-
-def install_read_audit(app: FastAPI) -> None:
-    """Audit every successful response of the release content routes (dev and sealed)."""
-
-    @app.middleware("http")
-    async def audit_release_reads(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        kind = RELEASE_CONTENT_ROUTES.get(getattr(route, "path", ""))
-        if kind is not None and request.method == "GET" and response.status_code == 200:
-            await run_in_threadpool(_audit_release_read, request.app.state.engine, request, kind)
-        return response
-
-
 def list_events(
     *,
     session: Session,
+    secret_key: str,
     actor: str | None = None,
     action: str | None = None,
     object_type: str | None = None,
@@ -147,9 +90,9 @@ def list_events(
     if sealed_only:
         query = query.where(col(AuditEvent.action).contains(SEALED_MARK, autoescape=True))
     if cursor:
-        query = query.where(col(AuditEvent.id) < decode_id_cursor(cursor, CURSOR_KIND))
+        query = query.where(col(AuditEvent.id) < decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key))
     rows = session.exec(query.order_by(col(AuditEvent.id).desc()).limit(limit + 1)).all()
     page = rows[:limit]
-    next_cursor = encode_cursor(CURSOR_KIND, page[-1].id) if len(rows) > limit and page[-1].id is not None else None
+    next_cursor = encode_cursor(CURSOR_KIND, page[-1].id, secret_key=secret_key) if len(rows) > limit and page[-1].id is not None else None
     return AuditPage(events=[read_model(AuditEventRead, event, sealed=is_sealed_action(event.action)) for event in page], next_cursor=next_cursor)
 

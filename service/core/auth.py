@@ -16,6 +16,7 @@ from schemas.evals import Split
 from schemas.token import ApiToken, Scope, effective_scopes
 from service.core.crypto import sha256_hex
 from service.core.problems import ProblemError
+from service.core.tokens import format_expiry
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -38,7 +39,12 @@ def _unauthorized(detail: str) -> ProblemError:
 
 
 def authenticate(request: Request) -> Principal:
-    """The principal behind the request's bearer token; 401 when it is missing, unknown or revoked."""
+    """The principal behind the request's bearer token; 401 when it is missing, unknown, revoked or
+    expired (each with its own detail). Looked up once per request: the guard in front of the
+    routes (`service.core.guard`) authenticates first, and routes reuse its answer."""
+    known = getattr(request.state, "principal", None)
+    if isinstance(known, Principal):
+        return known
     header = request.headers.get("authorization", "")
     scheme, _, credentials = header.partition(" ")
     if not header:
@@ -53,8 +59,10 @@ def authenticate(request: Request) -> Principal:
             raise _unauthorized("the bearer token is not valid")
         if token.revoked_at is not None:
             raise _unauthorized("the bearer token was revoked")
-        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
         now = utcnow()
+        if token.expired(now):
+            raise _unauthorized(f"the bearer token expired on {format_expiry(token.expires_at)}; create a new one with `goldenset token create`")
+        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
             session.commit()

@@ -46,17 +46,20 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`. For a file-backed SQLite URL the parent folder is created."""
+    """An engine for `url`. For a file-backed SQLite URL the parent folder is created.
+
+    The engine never renders bound parameters into its exceptions or logs: they hold item titles,
+    inputs and references, and an error's traceback goes to the logs."""
     url = normalise_database_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        engine = create_engine(url, hide_parameters=True, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    return create_engine(url, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=10)
 
 
 def writer_engine(engine: Engine) -> Engine:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlmodel import Session
 
+from schemas.common import MAX_ROW_ID
 from service.core.db import write_session
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError
@@ -48,6 +49,7 @@ WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 SecretKeyDep = Annotated[str, Depends(get_secret_key)]
+IdPath = Annotated[int, Path(ge=1, le=MAX_ROW_ID, description="A row id (1 to 2147483647).")]
 
 
 async def read_limited_body(request: Request) -> bytes:

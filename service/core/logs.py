@@ -1,14 +1,18 @@
-"""JSON logs with the request id of the request being served; tokens and secrets never reach a log."""
+"""JSON logs with the request id of the request being served; tokens, secrets and stored content
+(the values in database errors) never reach a log."""
 
 from __future__ import annotations
 
 import logging
 import re
 import sys
+import traceback
 from contextvars import ContextVar
 from typing import TextIO
 
+import psycopg
 from pythonjsonlogger.json import JsonFormatter
+from sqlalchemy.exc import StatementError
 
 request_id_var: ContextVar[str | None] = ContextVar("goldenset_request_id", default=None)
 
@@ -27,12 +31,87 @@ def mask_secrets(text: str) -> str:
     return text
 
 
+# PostgreSQL classes whose primary message may quote a value: data exceptions and PL/pgSQL's RAISE.
+_VALUE_QUOTING_SQLSTATE_CLASSES = ("22", "P0")
+# PostgreSQL's DETAIL and CONTEXT inside a quoted error, up to SQLAlchemy's "[SQL: ...]" or the end.
+_QUOTED_DRIVER_DETAIL = re.compile(r"\n(?:DETAIL|CONTEXT):.*?(?=\n\[SQL: |\Z)", re.DOTALL)
+_CAUSE_LINK = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT_LINK = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _driver_error_text(error: BaseException) -> str:
+    # PostgreSQL puts rows and keys in DETAIL ("Failing row contains (...)"), statements and
+    # parameters in CONTEXT, and the offending value in a data exception's message; keep only
+    # the code and the names of what failed. SQLite's messages name constraints, never values.
+    if not isinstance(error, psycopg.Error) or error.sqlstate is None:
+        return str(error)
+    diag = error.diag
+    quotes_values = error.sqlstate.startswith(_VALUE_QUOTING_SQLSTATE_CLASSES)
+    names = "".join(f"; {kind} {name}" for kind, name in (("constraint", diag.constraint_name), ("table", diag.table_name), ("column", diag.column_name)) if name)
+    if quotes_values or not diag.message_primary:
+        return f"[SQLSTATE {error.sqlstate}{names}; message withheld from logs: it may quote a value]"
+    return f"{diag.message_primary} [SQLSTATE {error.sqlstate}{names}; detail withheld from logs]"
+
+
+def _exception_text(error: BaseException) -> str:
+    if isinstance(error, StatementError):
+        # SQLAlchemy's own text repeats the driver's message (and, on engines not made by
+        # service.core.db, the parameters); rebuild it from the statement and a safe message.
+        orig = error.orig
+        message = f"({type(orig).__module__}.{type(orig).__qualname__}) {_driver_error_text(orig)}" if orig is not None else str(error.args[0] if error.args else "")
+        lines = [f"({detail})" for detail in error.detail] + [message] + ([f"[SQL: {error.statement}]"] if error.statement else [])
+        return "\n".join(lines)
+    if isinstance(error, psycopg.Error):
+        return _driver_error_text(error)
+    try:
+        text = str(error)
+    except Exception:
+        return "<exception str() failed>"
+    # Some messages quote a database error whole (SQLAlchemy's PendingRollbackError does).
+    return _QUOTED_DRIVER_DETAIL.sub("", text)
+
+
+def format_exception_safely(error: BaseException) -> str:
+    """The traceback of `error` with its causes, laid out as `traceback.format_exception` does,
+    except that a database error shows its SQL and what failed (code, constraint, table, column)
+    but never a value: no bound parameters, DETAIL or CONTEXT, nor a data error's quoted value."""
+    # The chain from `error` back to its first cause; each cause carries the line that links it to what it caused.
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    link = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = current.__cause__, _CAUSE_LINK
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = current.__context__, _CONTEXT_LINK
+        else:
+            current = None
+    parts: list[str] = []
+    for exception, link_to_next in reversed(chain):
+        if exception.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n" + "".join(traceback.format_tb(exception.__traceback__)))
+        kind = type(exception)
+        name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
+        text = _exception_text(exception)
+        parts.append(f"{name}: {text}\n" if text else f"{name}\n")
+        parts.append(link_to_next)
+    return "".join(parts).rstrip("\n")
+
+
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
         # Mask the message as it will be printed, arguments substituted, so nothing slips through.
         record.msg = mask_secrets(record.getMessage())
         record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            # Both formatters print `exc_text` when `exc_info` is gone; rendering it here keeps
+            # database values and secrets out of every traceback, whatever logged it.
+            record.exc_text = mask_secrets(format_exception_safely(record.exc_info[1]))
+            record.exc_info = None
         return True
 
 

@@ -13,7 +13,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.items_ingested = Counter(
-            "goldenset_items_ingested", "Records stored by ingest, by source and outcome (new, updated, unchanged).", ["source", "outcome"], registry=self.registry
+            "goldenset_items_ingested", "Records read by ingest and kept, by source and outcome (new, updated, unchanged, stale).", ["source", "outcome"], registry=self.registry
         )
         self.items_rejected = Counter("goldenset_items_rejected", "Records rejected by ingest, by source and reason.", ["source", "reason"], registry=self.registry)
         self.request_duration = Histogram(
@@ -21,7 +21,7 @@ class Metrics:
         )
 
     def record_ingest(self, summary: IngestSummary) -> None:
-        for outcome in ("new", "updated", "unchanged"):
+        for outcome in ("new", "updated", "unchanged", "stale"):
             count = getattr(summary, outcome)
             if count:
                 self.items_ingested.labels(summary.source, outcome).inc(count)

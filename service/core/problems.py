@@ -4,7 +4,7 @@ every error (ours, FastAPI's, validation, unexpected) as `application/problem+js
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 logger = logging.getLogger("goldenset.errors")
 
 
@@ -28,13 +29,6 @@ class ProblemError(Exception):
         self.extra = extra
 
 
-def require_aware(value: datetime | None, name: str) -> datetime | None:
-    """`value` unchanged, refusing (422) a date without a time zone; `name` is the field the client gave."""
-    if value is not None and value.tzinfo is None:
-        raise ProblemError(422, "Invalid request", f"{name} needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    return value
-
-
 def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """A problem+json response."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
@@ -48,13 +42,30 @@ def problem_response(status: int, title: str, detail: str | None, *, instance: s
 
 _PROBLEM_DESCRIPTIONS = {
     400: "The body cannot be read (not UTF-8, not JSON, not an array).",
-    401: "Missing, unknown or revoked bearer token, or a bad webhook signature.",
+    405: "The path does not take this method; `Allow` names those it takes.",
+    401: "Missing, unknown, revoked or expired bearer token, or a bad webhook signature.",
     403: "The token lacks the scope this endpoint needs.",
     404: "Not found.",
     409: "Conflicts with an existing object.",
     413: "The body is larger than the configured limit.",
     422: "Invalid input; the problem names each bad record or field.",
+    502: "The incident system answered with an error; the pull stopped (its state is on the source).",
 }
+
+
+def problem_descriptions() -> dict[int, str]:
+    """What each problem status means, for the OpenAPI document."""
+    return dict(_PROBLEM_DESCRIPTIONS)
+
+
+def _allowed_methods(request: Request) -> str | None:
+    """Every method the app's OpenAPI document gives the request's path (for a 405's `Allow`), or
+    None when no documented path matches it."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)), request.url.path):
+            methods.update(method.upper() for method in operations if method in HTTP_METHODS)
+    return ", ".join(sorted(methods)) or None
 
 
 def problem_doc(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -73,8 +84,11 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else None
-        title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP error")
-        return problem_response(exc.status_code, title, detail, instance=request.url.path, headers=dict(exc.headers) if exc.headers else None)
+        title = {400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "HTTP error")
+        headers = dict(exc.headers) if exc.headers else {}
+        if exc.status_code == 405 and (allowed := _allowed_methods(request)) is not None:
+            headers["Allow"] = allowed
+        return problem_response(exc.status_code, title, detail, instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

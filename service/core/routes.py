@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -11,10 +10,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from schemas.audit import AuditPage
+from schemas.common import Instant
 from service.core.audit import list_events
 from service.core.auth import AdminPrincipal, ReadPrincipal
-from service.core.deps import MetricsDep, SessionDep
-from service.core.problems import ProblemError, problem_doc, require_aware
+from service.core.deps import MetricsDep, SecretKeyDep, SessionDep
+from service.core.problems import ProblemError, problem_doc
 
 system_router = APIRouter(tags=["system"])
 
@@ -43,13 +43,14 @@ MAX_PAGE = 500
 def audit(
     _: AdminPrincipal,
     session: SessionDep,
+    secret_key: SecretKeyDep,
     actor: Annotated[str | None, Query(description="Exact actor, e.g. 'token:pipeline' or 'cli'.")] = None,
     token: Annotated[str | None, Query(description="A token's name (the same as actor 'token:<name>').")] = None,
     action: Annotated[str | None, Query(description="Exact action, or a prefix ending in '*' (e.g. 'run.*').")] = None,
     object_type: str | None = None,
     object_id: str | None = None,
-    since: Annotated[datetime | None, Query(description="Events at or after this time (with zone).")] = None,
-    until: Annotated[datetime | None, Query(description="Events before this time (with zone).")] = None,
+    since: Annotated[Instant | None, Query(description="Events at or after this time (with zone).")] = None,
+    until: Annotated[Instant | None, Query(description="Events before this time (with zone).")] = None,
     sealed: Annotated[bool, Query(description="Only events about the sealed slice (reads, sealed runs, refusals).")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: str | None = None,
@@ -60,12 +61,13 @@ def audit(
         raise ProblemError(422, "Invalid request", "actor and token name different actors; give one")
     return list_events(
         session=session,
+        secret_key=secret_key,
         actor=actor if actor is not None else (f"token:{token}" if token is not None else None),
         action=action,
         object_type=object_type,
         object_id=object_id,
-        since=require_aware(since, "since"),
-        until=require_aware(until, "until"),
+        since=since,
+        until=until,
         sealed_only=sealed,
         limit=limit,
         cursor=cursor,

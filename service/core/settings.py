@@ -4,10 +4,12 @@ outside development."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -15,12 +17,17 @@ if TYPE_CHECKING:
 
 DEVELOPMENT_SECRET_KEY = "goldenset-development-secret-key-do-not-use-in-production"
 DEFAULT_DATABASE_URL = "sqlite:///./var/goldenset.db"
+ENV_PREFIX = "GOLDENSET_"
+MAKE_A_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+logger = logging.getLogger("goldenset.settings")
 
 
 class Settings(BaseSettings):
     """Runtime configuration. Every field is read from `GOLDENSET_<NAME>`."""
 
-    model_config = SettingsConfigDict(env_prefix="GOLDENSET_", env_file=".env", extra="ignore")
+    # A refused value must never be echoed: the message of a failed start ends up in logs and
+    # terminals, and the value may be (part of) a secret such as GOLDENSET_ADMIN_TOKEN.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", hide_input_in_errors=True)
 
     env: Literal["development", "test", "production"] = "development"
     database_url: str = DEFAULT_DATABASE_URL
@@ -40,15 +47,28 @@ class Settings(BaseSettings):
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
+    public_api_docs: bool = Field(default=True, description="Serve /docs, /redoc and /openapi.json without a token (they describe the API, never its data).")
+    sealed_run_read_hours: int = Field(
+        default=24, gt=0, le=24 * 30, description="How long the token that started a sealed run may page through its items again; nobody else ever may."
+    )
 
     @model_validator(mode="after")
     def _refuse_insecure_production(self) -> Settings:
-        if self.env == "production":
-            if self.secret_key.get_secret_value() == DEVELOPMENT_SECRET_KEY or len(self.secret_key.get_secret_value()) < 32:
-                raise ValueError("GOLDENSET_SECRET_KEY must be set to a random value of at least 32 characters in production")
-            if self.admin_token is not None and len(self.admin_token.get_secret_value()) < 32:
-                raise ValueError("GOLDENSET_ADMIN_TOKEN must be at least 32 characters in production")
+        if self.env != "production":
+            return self
+        problems = []
+        if self.uses_development_secret_key or len(self.secret_key.get_secret_value()) < 32:
+            problems.append("GOLDENSET_SECRET_KEY must be set to a random value of at least 32 characters in production")
+        if self.admin_token is not None and len(self.admin_token.get_secret_value()) < 32:
+            problems.append("GOLDENSET_ADMIN_TOKEN must be at least 32 random characters in production, or unset")
+        if problems:
+            raise ValueError(f"{'; '.join(problems)} (make a value with `{MAKE_A_KEY}`)")
         return self
+
+    @property
+    def uses_development_secret_key(self) -> bool:
+        """Whether secrets at rest are encrypted with the built-in key, which anyone with the source has."""
+        return self.secret_key.get_secret_value() == DEVELOPMENT_SECRET_KEY
 
     def dedup_config(self) -> DedupConfig:
         """The dedup thresholds in force: these settings where set, `DedupConfig`'s defaults otherwise."""
@@ -65,5 +85,39 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read once."""
+    """The process-wide settings, read once. Raises pydantic's ValidationError, which never holds
+    the values it refused (see `describe_settings_error`)."""
     return Settings()
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """One line naming each refused `GOLDENSET_*` variable and what it needs, never its value."""
+    problems = []
+    for detail in error.errors(include_url=False, include_context=False, include_input=False):
+        message = detail["msg"].removeprefix("Value error, ")
+        location = detail["loc"]
+        # A field's error names the variable; the production check's messages name theirs already.
+        problems.append(f"{ENV_PREFIX}{str(location[0]).upper()}: {message}" if location else message)
+    return "; ".join(problems) + "; settings are read from GOLDENSET_* environment variables and ./.env"
+
+
+_development_key_warning = threading.Lock()
+_development_key_warned = False
+
+
+def warn_if_development_secret_key(settings: Settings) -> bool:
+    """Log a warning, at most once per process, when `settings` use the built-in development
+    secret key (production refuses it; other environments start with it). True when it warned now."""
+    global _development_key_warned
+    if not settings.uses_development_secret_key:
+        return False
+    with _development_key_warning:
+        if _development_key_warned:
+            return False
+        _development_key_warned = True
+    logger.warning(
+        "the built-in development secret key is in use: anyone with goldenset's source can decrypt the webhook and connector secrets stored with it; "
+        "set GOLDENSET_SECRET_KEY to at least 32 random characters (make one with `%s`) before storing real credentials",
+        MAKE_A_KEY,
+    )
+    return True

@@ -1,7 +1,10 @@
-"""API tokens: creation (the plaintext is shown once), revocation and the bootstrap admin token.
-Only sha256 hashes are stored."""
+"""API tokens: creation (the plaintext is shown once), expiry, revocation and the bootstrap admin
+token. Only sha256 hashes are stored."""
 
 from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
 
 from sqlmodel import Session, select
 
@@ -12,18 +15,68 @@ from service.core.crypto import new_secret, sha256_hex
 
 TOKEN_PREFIX = "gs_"
 BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
+_DURATION = re.compile(r"(?i)\s*(\d+)\s*([dh])\s*")
+_DURATION_UNITS = {"d": "days", "h": "hours"}
 
 
-def create_token(*, session: Session, name: str, scopes: str | list[str], actor: str = "cli") -> tuple[str, ApiToken]:
-    """Create a token; returns the plaintext (shown once, never stored) and the stored row."""
+def format_expiry(expires_at: datetime | None) -> str:
+    """How an expiry is shown to people: `YYYY-MM-DD HH:MM UTC`, or `never`."""
+    return "never" if expires_at is None else f"{expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def parse_expiry(*, expires_in: str | None = None, expires: str | None = None, now: datetime | None = None) -> datetime | None:
+    """The expiry instant (tz-aware UTC) asked for by at most one of `expires_in` (`90d` days or
+    `12h` hours from `now`) and `expires` (an ISO 8601 date or date-time; without a zone it is UTC,
+    and a date alone is that day's midnight UTC). None when neither is given.
+
+    Raises ValueError, saying what to give instead, for both at once, an unreadable value, or an
+    instant that is not after `now` (default: the current time)."""
+    if expires_in is not None and expires is not None:
+        raise ValueError("give --expires-in or --expires, not both")
+    now = now or utcnow()
+    if expires_in is not None:
+        match = _DURATION.fullmatch(expires_in)
+        if match is None:
+            raise ValueError(f"--expires-in {expires_in!r} is not a duration; give days or hours, e.g. 90d or 12h")
+        try:
+            moment = now + timedelta(**{_DURATION_UNITS[match.group(2).lower()]: int(match.group(1))})
+        except OverflowError as exc:
+            raise ValueError(f"--expires-in {expires_in!r} reaches past the year 9999; give a shorter duration") from exc
+    elif expires is not None:
+        try:
+            moment = datetime.fromisoformat(expires.strip())
+        except ValueError as exc:
+            raise ValueError(f"--expires {expires!r} is not an ISO 8601 date or date-time; give e.g. 2027-03-01 or 2027-03-01T12:00:00Z") from exc
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    else:
+        return None
+    if moment <= now:
+        raise ValueError(f"the expiry {format_expiry(moment)} is not in the future (it is now {format_expiry(now)}); give a later date, or --expires-in such as 90d")
+    return moment
+
+
+def create_token(*, session: Session, name: str, scopes: str | list[str], actor: str = "cli", expires_at: datetime | None = None) -> tuple[str, ApiToken]:
+    """Create a token; returns the plaintext (shown once, never stored) and the stored row.
+
+    `expires_at` (tz-aware, in the future) makes the token refused from that instant on; None: it
+    never expires. Raises ValueError for a blank or reserved name, bad scopes or a past expiry."""
     parsed = parse_scopes(scopes)
     if not name.strip():
         raise ValueError("a token needs a name saying who or what uses it")
+    if name.strip() == BOOTSTRAP_TOKEN_NAME:
+        # GOLDENSET_ADMIN_TOKEN's row is found by this name; a second row with it could take its place.
+        raise ValueError(f"the name {BOOTSTRAP_TOKEN_NAME!r} is reserved for GOLDENSET_ADMIN_TOKEN; choose another")
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise ValueError("a token's expiry needs a time zone")
+        if expires_at <= utcnow():
+            raise ValueError(f"the expiry {format_expiry(expires_at)} is not in the future; give a later one")
     plaintext = new_secret(TOKEN_PREFIX)
-    token = ApiToken(name=name.strip(), token_hash=sha256_hex(plaintext), prefix=plaintext[:10], scopes=parsed)
+    token = ApiToken(name=name.strip(), token_hash=sha256_hex(plaintext), prefix=plaintext[:10], scopes=parsed, expires_at=expires_at)
     session.add(token)
     session.flush()
-    session.add(AuditEvent(actor=actor, action="token.create", object_type="token", object_id=str(token.id), details={"name": token.name, "scopes": parsed}))
+    details = {"name": token.name, "scopes": parsed, "expires_at": None if expires_at is None else expires_at.isoformat()}
+    session.add(AuditEvent(actor=actor, action="token.create", object_type="token", object_id=str(token.id), details=details))
     session.commit()
     return plaintext, token
 
@@ -42,17 +95,20 @@ def revoke_token(*, session: Session, token_id: int, actor: str = "cli") -> ApiT
 
 
 def ensure_bootstrap_admin(*, session: Session, admin_token: str) -> None:
-    """Make `admin_token` (from GOLDENSET_ADMIN_TOKEN) a valid admin token, replacing an older value."""
+    """Make `admin_token` (from GOLDENSET_ADMIN_TOKEN) a valid admin token that never expires,
+    replacing an older value. The setting is its lifetime: it lasts until the variable changes."""
     digest = sha256_hex(admin_token)
     existing = session.exec(select(ApiToken).where(ApiToken.name == BOOTSTRAP_TOKEN_NAME)).first()
-    if existing is not None and existing.token_hash == digest and existing.revoked_at is None:
+    if existing is not None and existing.token_hash == digest and existing.revoked_at is None and existing.expires_at is None and existing.scopes == [Scope.ADMIN.value]:
         return
     if existing is None:
         existing = ApiToken(name=BOOTSTRAP_TOKEN_NAME, token_hash=digest, prefix=admin_token[:4] + "…", scopes=[Scope.ADMIN.value])
     else:
         existing.token_hash = digest
         existing.prefix = admin_token[:4] + "…"
+        existing.scopes = [Scope.ADMIN.value]
         existing.revoked_at = None
+        existing.expires_at = None
     session.add(existing)
     session.add(AuditEvent(actor="settings", action="token.bootstrap", object_type="token", object_id=BOOTSTRAP_TOKEN_NAME))
     session.commit()

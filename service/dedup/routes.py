@@ -23,13 +23,14 @@ from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from schemas.dedup import DedupCheck, DedupCheckResult, SimilarRead
 from service.core.audit import audit_content_read
 from service.core.auth import Principal, ReadPrincipal
-from service.core.deps import SecretKeyDep, SessionDep
+from service.core.deps import IdPath, SecretKeyDep, SessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.dedup.reader import DedupReader
-from service.items.reads import require_item, similar_reads
+from service.items.reads import require_item, similar_reads, withheld
 
 router = APIRouter(tags=["dedup"])
 MAX_K = 100
+ITEM_DETAILS = ("matched_item", "kept_over", "best_jaccard", "best_embedding")
 
 
 def _deduplicator(reader: DedupReader, session: Session) -> Deduplicator:
@@ -46,7 +47,7 @@ def _audit(request: Request, principal: Principal, action: str, reads: Sequence[
 
 @router.get("/v1/items/{item_id}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
 def similar(
-    item_id: int,
+    item_id: IdPath,
     request: Request,
     principal: ReadPrincipal,
     session: SessionDep,
@@ -70,16 +71,37 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
     with Session(engine) as session:
         deduplicator = _deduplicator(reader, session)
         verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k)
-        matched = verdict.details.get("matched_item")
+        details = dict(verdict.details)
+        named = _named_items(details)
+        hidden = withheld(session=session, item_ids=[*named.values(), *([verdict.matched] if verdict.matched is not None else [])], secret_key=secret_key)
+        for key, item_id in named.items():
+            if item_id in hidden:
+                details.pop(key)
+        matched = named.get("matched_item")
+        sealed_match = verdict.matched in hidden or matched in hidden
+        if sealed_match:
+            details["matched"] = "an item of a sealed slice: which one is not said"
         return DedupCheckResult(
             status=verdict.status,
             stage=verdict.stage,
             score=verdict.score,
-            duplicate_of=verdict.matched,
-            matched_item=matched if isinstance(matched, int) else None,
-            details=verdict.details,
+            duplicate_of=None if sealed_match else verdict.matched,
+            matched_item=None if sealed_match else matched,
+            details=details,
             similar=similar_reads(session=session, ranked=ranked, secret_key=secret_key),
         )
+
+
+def _named_items(details: dict[str, object]) -> dict[str, int]:
+    """The items a verdict's details name: the item matched, the one it was kept over, and the best
+    near-verbatim and paraphrase candidates."""
+    named: dict[str, int] = {}
+    for key in ITEM_DETAILS:
+        value = details.get(key)
+        item = value.get("item") if isinstance(value, dict) else value
+        if isinstance(item, int):
+            named[key] = item
+    return named
 
 
 @router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422))
@@ -91,8 +113,9 @@ async def check(
     k: Annotated[int, Query(ge=1, le=MAX_K, description="How many similar items.")] = 10,
 ) -> DedupCheckResult:
     """The verdict curation would give this text now (against every curated item), with the `k`
-    most similar items. Nothing is stored. The text is embedded in a worker thread, a few
-    requests at a time."""
+    most similar items. Nothing is stored. A match with an item of a sealed slice is reported
+    without naming the item, and sealed items are never among the similar ones. The text is
+    embedded in a worker thread, a few requests at a time."""
     async with request.app.state.dedup_semaphore:
         result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key)
     await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
+from functools import partial
 from typing import Any
 
 from sqlalchemy import func
@@ -17,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from curation.releases.periods import cron_trigger
 from curation.releases.sealing import SEAL_KEY_BYTES
+from curation.releases.visibility import SealKeyOf
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate
@@ -43,6 +45,11 @@ def require_eval(*, session: Session, name: str) -> Eval:
 def seal_key(evaluation: Eval, *, secret_key: str) -> bytes:
     """The eval's seal key in the clear (raises ValueError when GOLDENSET_SECRET_KEY changed)."""
     return base64.b64decode(decrypt(evaluation.seal_key, secret_key=secret_key))
+
+
+def seal_keys(*, secret_key: str) -> SealKeyOf:
+    """Every eval's seal key in the clear, on demand (`curation.releases.visibility.SealKeyOf`)."""
+    return partial(seal_key, secret_key=secret_key)
 
 
 def latest_release_number(session: Session, eval_id: int) -> int | None:

@@ -1,9 +1,10 @@
 """Refreshing an eval: one new immutable release per schedule period, exactly once.
 
 A refresh for the period holding `at` (`curation.releases.periods.period_at`):
-- holds the `refresh:<eval>` lock (`service.core.locks.exclusive`), waiting its turn, so concurrent
-  refreshes of one eval (a second scheduler, a retried job, an external cron, a manual call) run
-  one after the other, and the later ones find the release the first wrote;
+- holds the `refresh` lock (`service.core.locks.exclusive`), waiting its turn, so concurrent
+  refreshes (a second scheduler, a retried job, an external cron, a manual call) run one after
+  the other: the later ones find the release the first wrote, and two evals over one source each
+  see the split the other recorded for an item they share (`curation.releases.visibility`);
 - returns the existing release when the period already has one (the unique `(eval,
   period_start)` constraint backs this up should two writers ever get past the lock);
 - otherwise has `curation.releases.writer` write the release, its frozen items and the
@@ -20,17 +21,20 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
 
 from curation.releases.periods import period_at
 from curation.releases.writer import PeriodOutOfOrder, release_of_period, write_release
 from schemas.common import utcnow
+from schemas.evals import Eval
 from schemas.release import Release
 from service.core.db import write_session
 from service.core.locks import LockBusy, exclusive
-from service.evals.definitions import get_eval, seal_key
+from service.evals.definitions import get_eval, seal_keys
 
 logger = logging.getLogger("goldenset.refresh")
 LOCK_WAIT_SECONDS = 600.0
+LOCK_NAME = "refresh"
 
 
 class RefreshError(RuntimeError):
@@ -61,11 +65,11 @@ def refresh_eval(engine: Engine, *, name: str, at: datetime | None = None, secre
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            with exclusive(engine, f"refresh:{name}"):
+            with exclusive(engine, LOCK_NAME):
                 return _refresh_locked(engine, name=name, at=when, secret_key=secret_key, actor=actor)
         except LockBusy as exc:
             if time.monotonic() >= deadline:
-                raise RefreshBusy(f"another refresh of eval {name!r} is running; try again when it is done") from exc
+                raise RefreshBusy(f"another refresh is running (refreshes write one at a time); try eval {name!r} again when it is done") from exc
             time.sleep(0.1)
 
 
@@ -81,12 +85,15 @@ def _refresh_locked(engine: Engine, *, name: str, at: datetime, secret_key: str,
         existing = release_of_period(session, evaluation=evaluation, period=period)
         if existing is not None:
             return RefreshOutcome(existing, False, name)
+        keys = seal_keys(secret_key=secret_key)
+        for other in session.exec(select(Eval)).all():
+            if other.id == evaluation.id or set(other.sources) & set(evaluation.sources):
+                try:
+                    keys(other)
+                except ValueError as exc:
+                    raise RefreshError(f"the seal key of eval {other.name!r} cannot be read ({exc}); it decides which shared items are sealed") from exc
         try:
-            key = seal_key(evaluation, secret_key=secret_key)
-        except ValueError as exc:
-            raise RefreshError(f"the seal key of eval {evaluation.name!r} cannot be read: {exc}") from exc
-        try:
-            release = write_release(session, evaluation=evaluation, period=period, seal_key=key, actor=actor)
+            release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor)
             session.commit()
         except PeriodOutOfOrder as exc:
             raise RefreshError(str(exc)) from exc

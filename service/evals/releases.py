@@ -15,8 +15,9 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from curation.releases.content import canonical_json, content_digest, merkle_root
+from curation.releases.visibility import sealed_anywhere
 from schemas.audit import AuditEvent
-from schemas.common import read_model
+from schemas.common import MAX_ROW_ID, read_model
 from schemas.evals import Eval, Split
 from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, SealedRead, VerifyReport
 from service.core.problems import ProblemError
@@ -44,8 +45,8 @@ def resolve_release(*, session: Session, evaluation: Eval, ref: str) -> Release:
         if release is None:
             raise ProblemError(404, "Not Found", f"eval {evaluation.name!r} has no release yet; refresh it (`goldenset refresh --eval {evaluation.name}`)")
         return release
-    if not ref.isdigit():
-        raise ProblemError(422, "Invalid request", f"a release is a number or 'latest', not {ref!r}")
+    if not (ref.isascii() and ref.isdigit() and 1 <= int(ref) <= MAX_ROW_ID):
+        raise ProblemError(422, "Invalid request", f"a release is a number from 1 to {MAX_ROW_ID} or 'latest', not {ref!r}")
     release = session.exec(query.where(Release.number == int(ref))).first()
     if release is None:
         raise ProblemError(404, "Not Found", f"eval {evaluation.name!r} has no release {ref}")
@@ -73,12 +74,23 @@ def manifest(*, session: Session, evaluation: Eval, release: Release) -> Release
     return ReleaseManifest(**summary(evaluation, release).model_dump(), items=entries)
 
 
-def released_items(*, session: Session, release: Release, split: Split, occurred_after: datetime | None = None) -> list[ReleasedItem]:
-    """The items of one split as released, newest incident first (ties: higher id first)."""
+def release_rows(*, session: Session, release: Release, split: Split, occurred_after: datetime | None = None) -> list[ReleaseItem]:
+    """The frozen rows of one split that may be served, newest incident first (ties: higher id
+    first). A dev split never serves an item some eval holds sealed (`curation.releases.visibility`:
+    releases written before that rule could hold one)."""
     query = select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
     if occurred_after is not None:
         query = query.where(col(ReleaseItem.occurred_at) >= occurred_after)
-    rows = session.exec(query.order_by(col(ReleaseItem.occurred_at).desc(), col(ReleaseItem.item_id).desc())).all()
+    rows = list(session.exec(query.order_by(col(ReleaseItem.occurred_at).desc(), col(ReleaseItem.item_id).desc())).all())
+    if split is Split.DEV:
+        sealed = sealed_anywhere(session, [row.item_id for row in rows])
+        rows = [row for row in rows if row.item_id not in sealed]
+    return rows
+
+
+def released_items(*, session: Session, release: Release, split: Split, occurred_after: datetime | None = None) -> list[ReleasedItem]:
+    """The items of one split as released (`release_rows`), with their frozen content."""
+    rows = release_rows(session=session, release=release, split=split, occurred_after=occurred_after)
     return [ReleasedItem(item_id=row.item_id, split=row.split, content_digest=row.content_digest, content=json.loads(row.content)) for row in rows]
 
 

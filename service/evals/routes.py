@@ -3,7 +3,8 @@ write the release of a period, and serve releases to eval pipelines: lists, mani
 items and JSONL exports.
 
 Numbered releases never change, so their answers carry a strong ETag and `Cache-Control:
-public, max-age=31536000, immutable`; `latest` is revalidated (`no-cache`). Sealed content goes
+private, max-age=31536000, immutable` (private: every answer needs a token, so no shared cache may
+keep one); `latest` is revalidated (`no-cache`). Sealed content goes
 only to tokens with the `sealed` scope, is never cached (`no-store`), and each response counts
 against the eval's per-release sealed-read budget (403 naming the budget once it is spent).
 """
@@ -20,12 +21,13 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from schemas.common import Instant
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
 from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary
 from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authorize_split
 from service.core.db import write_session
 from service.core.deps import SessionDep, SettingsDep
-from service.core.problems import ProblemError, problem_doc, require_aware
+from service.core.problems import ProblemError, problem_doc
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_lines, list_releases, manifest, released_items, resolve_release, split_count, summary
@@ -67,12 +69,11 @@ def refresh(
     principal: AdminPrincipal,
     session: SessionDep,
     settings: SettingsDep,
-    at: Annotated[datetime | None, Query(description="Refresh as of this time (with zone); default now. The release is that of the period holding it.")] = None,
+    at: Annotated[Instant | None, Query(description="Refresh as of this time (with zone); default now. The release is that of the period holding it.")] = None,
 ) -> RefreshResult:
     """Write the release of the schedule period holding `at` (201), or return the one that period
     already has (200): one release per period, however often this is called."""
     evaluation = require_eval(session=session, name=name)
-    require_aware(at, "at")
     try:
         outcome = refresh_eval(request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60)
     except RefreshBusy as exc:
@@ -84,17 +85,17 @@ def refresh(
 
 
 release_router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
-IMMUTABLE = "public, max-age=31536000, immutable"
+IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 NO_STORE = "no-store"
 JSONL = "application/x-ndjson"
 STREAM_CHUNK = 64 * 1024
 SplitQuery = Annotated[Split, Query(description="`dev` (read scope) or `sealed` (sealed scope; counted against the budget).")]
-AfterQuery = Annotated[datetime | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
+AfterQuery = Annotated[Instant | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
 
 
 def _etag(*parts: object) -> str:
-    return '"' + hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:40] + '"'
+    return '"' + hashlib.sha256("|".join("" if part is None else str(part) for part in parts).encode()).hexdigest()[:40] + '"'
 
 
 def _cache_headers(ref: str, etag: str) -> dict[str, str]:
@@ -140,18 +141,17 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     """The items of one split as released (frozen content), newest incident first. `sealed`
     needs the sealed scope and counts as one read against the eval's per-release budget."""
     principal = authorize_split(request, split)
-    after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     if split is Split.SEALED:
-        items = released_items(session=session, release=release, split=split, occurred_after=after)
+        items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
         _consume(request.app.state.engine, evaluation, release, principal, len(items))
         headers = {"Cache-Control": NO_STORE}
     else:
-        headers = _cache_headers(ref, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, after.isoformat() if after else ""))
+        headers = _cache_headers(ref, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, occurred_after))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
-        items = released_items(session=session, release=release, split=split, occurred_after=after)
+        items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
     body = ReleaseItems(eval=evaluation.name, release=release.number, split=split.value, canary=release.canary, items=items).model_dump_json()
     return Response(content=body, media_type="application/json", headers=headers)
 
@@ -179,20 +179,19 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
     Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
     principal = authorize_split(request, split)
-    after = require_aware(occurred_after, "occurred_after")
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     assert release.id is not None
     filename = f"{evaluation.name}-{release.number}-{split.value}.jsonl"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if split is Split.SEALED:
-        _consume(request.app.state.engine, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=after))
+        _consume(request.app.state.engine, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=occurred_after))
         headers["Cache-Control"] = NO_STORE
     else:
-        headers |= _cache_headers(ref, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, after.isoformat() if after else ""))
+        headers |= _cache_headers(ref, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
-    return StreamingResponse(_stream(request.app.state.engine, evaluation.name, release.id, split, after), media_type=JSONL, headers=headers)
+    return StreamingResponse(_stream(request.app.state.engine, evaluation.name, release.id, split, occurred_after), media_type=JSONL, headers=headers)
 
 
 router = APIRouter()

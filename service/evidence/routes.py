@@ -18,7 +18,7 @@ from schemas.corpus_results import CorpusResultsAccepted, CorpusResultsPost
 from schemas.evidence import TemporalSplitReport
 from schemas.probes import ProbeCreate, ProbeRead, ProbeStatus
 from service.core.auth import AdminPrincipal, ReadPrincipal
-from service.core.deps import SessionDep, SettingsDep, WriteSessionDep
+from service.core.deps import IdPath, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.evidence.probe_worker import ProbeWorker
 from service.evidence.probes import list_probes, prepare_probe, probe_read, require_probe
@@ -109,7 +109,7 @@ def probes(_: ReadPrincipal, session: SessionDep, limit: Annotated[int, Query(ge
 
 
 @probe_router.get("/v1/probes/{probe_id}", response_model=ProbeRead, responses=problem_doc(401, 403, 404))
-def probe(probe_id: int, _: ReadPrincipal, session: SessionDep) -> ProbeRead:
+def probe(probe_id: IdPath, _: ReadPrincipal, session: SessionDep) -> ProbeRead:
     """A probe's status and progress (`done` of `total` items), and its report once `done`."""
     return probe_read(session, require_probe(session=session, probe_id=probe_id))
 
@@ -120,7 +120,7 @@ def probe(probe_id: int, _: ReadPrincipal, session: SessionDep) -> ProbeRead:
     response_class=Response,
 )
 def probe_chart(
-    probe_id: int,
+    probe_id: IdPath,
     _: ReadPrincipal,
     session: SessionDep,
     format: Annotated[str | None, Query(description="svg (default) or png; or send Accept: image/png.")] = None,

@@ -7,18 +7,18 @@ Every response that serves item content is audited (`item.read`).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
 from curation.review import ReviewRefused, decide, review_batch
+from schemas.common import Instant
 from schemas.item import ItemDetail, ItemPage, ItemRead, ItemStatus
 from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, ReadPrincipal
-from service.core.deps import SecretKeyDep, SessionDep, WriteSessionDep
-from service.core.problems import ProblemError, problem_doc, require_aware
+from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
+from service.core.problems import ProblemError, problem_doc
 from service.items.reads import dedup_read, item_page, item_read, require_item, withheld
 
 router = APIRouter(prefix="/v1/items")
@@ -34,37 +34,38 @@ def list_items(
     secret_key: SecretKeyDep,
     source: str | None = None,
     status: ItemStatus | None = None,
-    occurred_after: Annotated[datetime | None, Query(description="Only items that occurred at or after this time (with zone).")] = None,
-    occurred_before: Annotated[datetime | None, Query(description="Only items that occurred before this time (with zone).")] = None,
+    occurred_after: Annotated[Instant | None, Query(description="Only items that occurred at or after this time (with zone).")] = None,
+    occurred_before: Annotated[Instant | None, Query(description="Only items that occurred before this time (with zone).")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     cursor: str | None = None,
 ) -> ItemPage:
-    """List items, newest incident first; pass `next_cursor` as `cursor` for the next page."""
+    """List items, newest incident first; pass `next_cursor` as `cursor` for the next page. Items
+    in (or bound for) a sealed slice are not listed, so a page may hold fewer than `limit` items."""
     page, next_cursor = item_page(
         session=session,
+        secret_key=secret_key,
         source=source,
         status=status,
-        occurred_after=require_aware(occurred_after, "occurred_after"),
-        occurred_before=require_aware(occurred_before, "occurred_before"),
+        occurred_after=occurred_after,
+        occurred_before=occurred_before,
         limit=limit,
         cursor=cursor,
     )
-    hidden = withheld(session=session, item_ids=[item.id for item, _ in page if item.id is not None], secret_key=secret_key)
-    reads = [item_read(item, name, sealed=item.id in hidden) for item, name in page]
-    audit_content_read(request, principal, [read.id for read in reads if not read.sealed])
+    reads = [item_read(item, name) for item, name in page]
+    audit_content_read(request, principal, [read.id for read in reads])
     return ItemPage(items=reads, next_cursor=next_cursor)
 
 
 @router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
-def get_item(item_id: int, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
+def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding, none),
     `score` and `decided_at` of curation's newest decision about it. A sealed item comes without
-    its content (`sealed: true`)."""
+    its content, dates, content hash and dedup details (`sealed: true`)."""
     item, source_name = require_item(session, item_id)
     sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
     if not sealed:
         audit_content_read(request, principal, [item_id])
-    return ItemDetail(**item_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item))
+    return ItemDetail(**item_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item, sealed=sealed))
 
 
 def _decide(session: WriteSessionDep, item_id: int, decision: Decision, reason: str, actor: str) -> ItemRead:
@@ -88,12 +89,12 @@ def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionD
 
 
 @router.post("/{item_id}/approve", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409), tags=["review"])
-def approve(item_id: int, principal: CuratePrincipal, session: WriteSessionDep, data: ApproveBody | None = None) -> ItemRead:
+def approve(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep, data: ApproveBody | None = None) -> ItemRead:
     """Approve a unique item for the evals that take its source (409 unless it is unique)."""
     return _decide(session, item_id, Decision.APPROVE, data.reason if data else "", principal.actor)
 
 
 @router.post("/{item_id}/reject", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422), tags=["review"])
-def reject(item_id: int, data: RejectBody, principal: CuratePrincipal, session: WriteSessionDep) -> ItemRead:
+def reject(item_id: IdPath, data: RejectBody, principal: CuratePrincipal, session: WriteSessionDep) -> ItemRead:
     """Reject a unique item, with the reason (409 unless it is unique); it never enters an eval."""
     return _decide(session, item_id, Decision.REJECT, data.reason, principal.actor)

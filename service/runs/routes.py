@@ -22,7 +22,7 @@ from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authenticate, authorize_split
 from service.core.cursors import decode_id_cursor, encode_cursor
-from service.core.deps import SessionDep, SettingsDep, WriteSessionDep
+from service.core.deps import IdPath, SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.evals.definitions import require_eval
 from service.items.reads import require_item
@@ -39,7 +39,7 @@ from service.runs.model_registry import (
     update_endpoint,
     update_model,
 )
-from service.runs.runs import list_runs, post_results, require_run, results, run_items, run_summary, start_run
+from service.runs.runs import list_runs, post_results, require_run, require_sealed_rereading, results, run_items, run_summary, start_run
 
 run_router = APIRouter(tags=["runs"])
 registry_router = APIRouter(tags=["registry"])
@@ -100,14 +100,14 @@ def exposure_of_eval(name: str, _: ReadPrincipal, session: SessionDep) -> EvalEx
 
 
 @run_router.get("/v1/items/{item_id}/exposures", response_model=ItemExposures, responses=problem_doc(401, 403, 404))
-def exposures_of_item(item_id: int, _: ReadPrincipal, session: SessionDep) -> ItemExposures:
+def exposures_of_item(item_id: IdPath, _: ReadPrincipal, session: SessionDep) -> ItemExposures:
     """Every run that sent the item to an endpoint, oldest first, and whether it is marked exposed."""
     item, _source = require_item(session, item_id)
     return item_exposures(session=session, item=item)
 
 
 @run_router.get("/v1/runs/{run_id}", response_model=RunSummary, responses=problem_doc(401, 403, 404))
-def summary(run_id: int, _: ReadPrincipal, session: SessionDep) -> RunSummary:
+def summary(run_id: IdPath, _: ReadPrincipal, session: SessionDep) -> RunSummary:
     """The run with its mean score and 95% interval (`method`: `wilson` when every score is 0 or
     1, else `bootstrap`), and how many items are scored."""
     return run_summary(session=session, run=require_run(session=session, run_id=run_id))
@@ -115,13 +115,23 @@ def summary(run_id: int, _: ReadPrincipal, session: SessionDep) -> RunSummary:
 
 @run_router.get("/v1/runs/{run_id}/items", response_model=RunItemPage, responses=problem_doc(401, 403, 404, 422))
 def items(
-    run_id: int, request: Request, session: SessionDep, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100, cursor: str | None = None
+    run_id: IdPath,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    secret_key: SecretKeyDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: str | None = None,
 ) -> RunItemPage:
     """One page of the run's items, in the order they were served. A sealed run's items need the
-    `sealed` scope (the run already took its budget; each read is audited)."""
+    `sealed` scope, and only the token that started the run may page through them again, for
+    `GOLDENSET_SEALED_RUN_READ_HOURS` after it started: the run took one unit of the sealed
+    budget, which buys one reading, not a standing copy. Each read is audited."""
     run = require_run(session=session, run_id=run_id)
     principal = authorize_split(request, Split(run.split), run=True)
-    after_id = decode_id_cursor(cursor, CURSOR_KIND) if cursor else None
+    if run.split == Split.SEALED.value:
+        require_sealed_rereading(run=run, actor=principal.actor, window_hours=settings.sealed_run_read_hours)
+    after_id = decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key) if cursor else None
     page, last = run_items(session=session, run=run, after_id=after_id, limit=limit)
     sealed = run.split == Split.SEALED.value
     record_read(
@@ -133,12 +143,12 @@ def items(
         object_id=str(run_id),
         item_ids=[item.item_id for item in page],
     )
-    next_cursor = encode_cursor(CURSOR_KIND, last) if last is not None else None
+    next_cursor = encode_cursor(CURSOR_KIND, last, secret_key=secret_key) if last is not None else None
     return RunItemPage(run_id=run_id, canary=_canary(session, run), items=page, next_cursor=next_cursor)
 
 
 @run_router.post("/v1/runs/{run_id}/results", response_model=ResultsAccepted, responses=problem_doc(401, 403, 404, 409, 422))
-def add_results(run_id: int, data: ResultsPost, principal: ReadPrincipal, session: WriteSessionDep) -> ResultsAccepted:
+def add_results(run_id: IdPath, data: ResultsPost, principal: ReadPrincipal, session: WriteSessionDep) -> ResultsAccepted:
     """Store per-item scores in [0, 1] (and optionally the human success rate) for items of the
     run: all or nothing. 422 names items not in the run; 409 names items already scored
     differently (the same score again is accepted, so a retried request is harmless). Only the
@@ -150,7 +160,7 @@ def add_results(run_id: int, data: ResultsPost, principal: ReadPrincipal, sessio
 
 
 @run_router.get("/v1/runs/{run_id}/results", response_model=list[ResultRead], responses=problem_doc(401, 403, 404))
-def list_results(run_id: int, _: ReadPrincipal, session: SessionDep) -> list[ResultRead]:
+def list_results(run_id: IdPath, _: ReadPrincipal, session: SessionDep) -> list[ResultRead]:
     """The run's per-item results with each item's incident date, by item id."""
     return results(session=session, run=require_run(session=session, run_id=run_id))
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
-from sqlmodel.sql.expression import SelectOfScalar
 
 from curation.runs.gate import SealedRunRequest, judge_sealed_run
 from curation.runs.ledger import record_run
@@ -31,9 +31,9 @@ from schemas.model_registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem
 from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary
 from service.core.db import write_session
-from service.core.problems import ProblemError, require_aware
+from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
-from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, resolve_release, sealed_reads_used
+from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, release_rows, resolve_release, sealed_reads_used
 from service.runs.model_registry import require_serving_endpoint
 
 MAX_NAMED = 50
@@ -58,6 +58,19 @@ def require_run(*, session: Session, run_id: int) -> Run:
     if run is None:
         raise ProblemError(404, "Not Found", f"no run with id {run_id}; start one with POST /v1/evals/{{name}}/runs")
     return run
+
+
+def require_sealed_rereading(*, run: Run, actor: str, window_hours: int, now: datetime | None = None) -> None:
+    """Refuse (403) a reading of a sealed run's items by anyone but the token that started it, or
+    later than `window_hours` after it started."""
+    if actor != run.actor:
+        raise ProblemError(403, "Forbidden", f"the items of sealed run {run.id} are for the token that started it ({run.actor}); start a sealed run of your own")
+    if (now or utcnow()) - run.created_at > timedelta(hours=window_hours):
+        raise ProblemError(
+            403,
+            "Forbidden",
+            f"sealed run {run.id} started more than {window_hours} h ago: its items were for that run's reading; start a new sealed run (it takes one unit of the budget)",
+        )
 
 
 def run_items(*, session: Session, run: Run, after_id: int | None = None, limit: int | None = None) -> tuple[list[RunItemRead], int | None]:
@@ -105,7 +118,6 @@ def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, sc
     404 (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date),
     403 (sealed run refused; `condition` names the failing gate condition)."""
     split = Split(data.split)
-    require_aware(data.occurred_after, "occurred_after")
     with write_session(engine) as session:
         evaluation = require_eval(session=session, name=eval_name)
         release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
@@ -114,7 +126,7 @@ def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, sc
             if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, split.value):
                 raise ProblemError(422, "Invalid request", f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key")
             return _started(session, found, endpoint)
-        rows = session.exec(_released(release, split, data)).all()
+        rows = release_rows(session=session, release=release, split=split, occurred_after=data.occurred_after)
         if split is Split.SEALED:
             _pass_gate(session, evaluation, release, endpoint, actor, scopes, terms_max_age_days, len(rows))
     with write_session(engine) as session:
@@ -131,13 +143,6 @@ def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, sc
                 raise
             return _started(session, found, endpoint)
         return _started(session, run, endpoint)
-
-
-def _released(release: Release, split: Split, data: RunCreate) -> SelectOfScalar[ReleaseItem]:
-    query = select(ReleaseItem).where(ReleaseItem.release_id == release.id, ReleaseItem.split == split.value)
-    if data.occurred_after is not None:
-        query = query.where(col(ReleaseItem.occurred_at) >= data.occurred_after)
-    return query.order_by(col(ReleaseItem.occurred_at).desc(), col(ReleaseItem.item_id).desc())
 
 
 def _pass_gate(session: Session, evaluation: Eval, release: Release, endpoint: Endpoint, actor: str, scopes: frozenset[str], max_age: int, count: int) -> None:

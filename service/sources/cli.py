@@ -41,7 +41,7 @@ MAX_ERRORS_SHOWN = 25
 def print_summary(summary: IngestSummary) -> None:
     """An ingest's counts, redactions and the first rejected records, with why."""
     table = Table(title=f"ingest into {summary.source}", show_header=False)
-    for label, value in (("read", summary.read), ("new", summary.new), ("updated", summary.updated), ("unchanged", summary.unchanged), ("rejected", summary.rejected)):
+    for label, value in summary.counts().items():
         table.add_row(label, str(value))
     for reason, count in sorted(summary.rejected_by_reason.items()):
         table.add_row(f"  rejected: {reason}", str(count))

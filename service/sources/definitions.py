@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from ingest.connectors.base import ConfigError, ConnectorConfig
@@ -14,7 +14,7 @@ from ingest.mapping import NATIVE_MAPPING, Mapping, parse_mapping
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.item import Item
-from schemas.source import Source, SourceCreate, SourceKind, SourceRead, SourceStatus, SourceUpdate
+from schemas.source import Source, SourceCreate, SourceKind, SourceRead, SourceStatus, SourceUpdate, WebhookDelivery
 from service.core.crypto import decrypt, encrypt, new_secret
 from service.core.problems import ProblemError
 
@@ -111,6 +111,8 @@ def delete_source(*, session: Session, source: Source, actor: str) -> None:
         raise FileExistsError(
             f"source {source.name!r} holds {count} items, which stay in dedup history; disable it instead with PATCH enabled=false"
         )
+    # Its recent webhook deliveries go with it: they only guard against replays to this source.
+    session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source.id))
     session.delete(source)
     session.add(AuditEvent(actor=actor, action="source.delete", object_type="source", object_id=source.name))
     session.commit()

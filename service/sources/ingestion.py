@@ -36,7 +36,7 @@ def ingest_records(
             object_type="source",
             object_id=source.name,
             count=summary.new + summary.updated,
-            details={"read": summary.read, "new": summary.new, "updated": summary.updated, "unchanged": summary.unchanged, "rejected": summary.rejected},
+            details=summary.counts(),
         )
     )
     session.commit()

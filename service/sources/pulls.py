@@ -128,7 +128,7 @@ def _pull_locked(
                 object_type="source",
                 object_id=name,
                 count=summary.new + summary.updated,
-                details={"read": summary.read, "new": summary.new, "updated": summary.updated, "unchanged": summary.unchanged, "rejected": summary.rejected},
+                details=summary.counts(),
             )
         )
         session.commit()

@@ -15,22 +15,51 @@ from sqlmodel import Session
 
 from ingest.connectors.base import ConfigError, ConnectorError
 from ingest.connectors.registry import UnknownConnector
-from ingest.mapping import MappingError
+from ingest.mapping import Mapping, MappingError
 from ingest.readers import DocumentError, RawRecord, iter_jsonl, iter_parsed_array
+from ingest.sanity import loads
+from schemas.common import utcnow
 from schemas.problem import IngestSummary
-from schemas.source import SourceCreate, SourceCreated, SourceRead, SourceUpdate
+from schemas.source import Source, SourceCreate, SourceCreated, SourceRead, SourceUpdate
 from service.core.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
 from service.core.db import write_session
 from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError, problem_doc, problem_response
 from service.core.settings import Settings
-from service.sources.definitions import PLAIN_KINDS, create_source, delete_source, list_sources, read_source, require_source, source_mapping, update_source, webhook_secret
+from service.sources.definitions import (
+    PLAIN_KINDS,
+    create_source,
+    delete_source,
+    list_sources,
+    read_source,
+    require_source,
+    source_mapping,
+    update_source,
+)
 from service.sources.ingestion import ingest_records
 from service.sources.pulls import PullRefused, pull_running, pull_source, source_status
-from service.sources.webhooks import SIGNATURE_HEADER, SignatureError, verify
+from service.sources.webhooks import SIGNATURE_HEADER, SignatureError, authenticate, claim_delivery, delivery_digest, forget_delivery
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
+_RECORD = {"type": "object", "description": "One record, shaped as the source's mapping expects."}
+# The batch routes read their raw body (so that a bad record costs only itself); the document says what it holds.
+BATCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "array", "items": _RECORD}},
+            "application/x-ndjson": {"schema": {"type": "string", "description": "One JSON record a line."}},
+        },
+    }
+}
+WEBHOOK_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"anyOf": [_RECORD, {"type": "array", "items": _RECORD}]}}},
+        "description": "Signed with the source's secret in the `Goldenset-Signature` header.",
+    }
+}
 logger = logging.getLogger("goldenset.api.sources")
 _JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
 
@@ -106,7 +135,7 @@ def _pull_in_background(request: Request, name: str, actor: str) -> None:
         logger.exception("pull of %s requested over the API failed", name)
 
 
-@router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
+@router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409, 502), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
 def pull(name: str, request: Request, principal: IngestPrincipal, session: SessionDep, wait: bool = False) -> JSONResponse:
     """Pull a connector source now. By default the pull runs in the background (202); `wait=true`
     answers when it ends, with its summary, or with the error that stopped it (502)."""
@@ -135,8 +164,10 @@ def _decode(body: bytes) -> str:
 
 
 def _parse_json(body: bytes) -> Any:
+    """The body as JSON; one value nested too deeply or an unreadably long integer costs only the
+    record holding it (see `ingest.sanity.loads`)."""
     try:
-        return json.loads(_decode(body))
+        return loads(_decode(body))
     except json.JSONDecodeError as exc:
         raise ProblemError(400, "Bad Request", f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
@@ -146,12 +177,16 @@ def _store(engine: Engine, metrics: Metrics, name: str, records: list[RawRecord]
         return _store_in(session, metrics, name, records, actor)
 
 
-def _store_in(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
-    source = require_source(session=session, name=name)
+def _mapping_of(source: Source) -> Mapping:
     try:
-        mapping = source_mapping(source)
+        return source_mapping(source)
     except MappingError as exc:
         raise ProblemError(409, "Conflict", f"the source's stored mapping is invalid: {exc}") from exc
+
+
+def _store_in(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
+    source = require_source(session=session, name=name)
+    mapping = _mapping_of(source)
     summary = ingest_records(session=session, source=source, records=records, mapping=mapping, actor=actor)
     metrics.record_ingest(summary)
     return summary
@@ -171,7 +206,7 @@ def _summary_response(summary: IngestSummary) -> JSONResponse:
     )
 
 
-@router.post("/{name}/items", response_model=IngestSummary, responses=problem_doc(400, 401, 403, 404, 413, 422))
+@router.post("/{name}/items", response_model=IngestSummary, responses=problem_doc(400, 401, 403, 404, 413, 422), openapi_extra=BATCH_BODY)
 async def push_items(name: str, request: Request, body: BodyDep, principal: IngestPrincipal, metrics: MetricsDep) -> JSONResponse:
     """Push a batch: a JSON array of records (or JSON Lines), mapped through the source's mapping.
 
@@ -189,29 +224,61 @@ async def push_items(name: str, request: Request, body: BodyDep, principal: Inge
     return _summary_response(summary)
 
 
-@router.post("/{name}/webhook", response_model=IngestSummary, responses=problem_doc(400, 401, 404, 413, 422))
-async def webhook(name: str, request: Request, body: BodyDep, session: SessionDep, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
-    """Receive a signed webhook (no bearer token: the HMAC-SHA256 signature in `Goldenset-Signature`
-    authenticates it). A record, an array of records, or an object holding them at the mapping's `records` path."""
-    source = await run_in_threadpool(require_source, session=session, name=name)
-    secret = webhook_secret(source, secret_key=settings.secret_key.get_secret_value())
-    if secret is None:
-        raise ProblemError(401, "Unauthorized", f"source {name!r} has no webhook secret; recreate it to receive webhooks")
+def _authenticate(session: Session, name: str, body: bytes, header: str | None, settings: Settings) -> tuple[Source, int]:
     try:
-        verify(body, request.headers.get(SIGNATURE_HEADER), secret=secret, now=time.time(), tolerance_seconds=settings.webhook_tolerance_seconds)
+        secret_key = settings.secret_key.get_secret_value()
+        return authenticate(session=session, name=name, body=body, header=header, secret_key=secret_key, now=time.time(), tolerance_seconds=settings.webhook_tolerance_seconds)
     except SignatureError as exc:
         raise ProblemError(401, "Unauthorized", str(exc)) from exc
+
+
+def _claim(engine: Engine, source_id: int, digest: str, timestamp: int, tolerance_seconds: int) -> bool:
+    with write_session(engine) as session:
+        return claim_delivery(session=session, source_id=source_id, digest=digest, timestamp=timestamp, now=utcnow(), tolerance_seconds=tolerance_seconds)
+
+
+def _forget(engine: Engine, source_id: int, digest: str) -> None:
+    with write_session(engine) as session:
+        forget_delivery(session=session, source_id=source_id, digest=digest)
+
+
+def _webhook_records(body: bytes, records_path: str | None) -> list[RawRecord]:
     document = _parse_json(body)
-    records_path = source_mapping(source).records
     try:
         if isinstance(document, list) or (isinstance(document, dict) and records_path):
-            records = list(iter_parsed_array(document, records_path if isinstance(document, dict) else None))
-        elif isinstance(document, dict):
-            records = [RawRecord(0, "index 0", value=document)]
-        else:
-            raise ProblemError(400, "Bad Request", f"expected a JSON object or array, got a JSON {type(document).__name__}")
+            return list(iter_parsed_array(document, records_path if isinstance(document, dict) else None))
+        if isinstance(document, dict):
+            return [RawRecord(0, "index 0", value=document)]
     except DocumentError as exc:
         raise ProblemError(400, "Bad Request", str(exc)) from exc
-    summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, f"webhook:{name}")
+    raise ProblemError(400, "Bad Request", f"expected a JSON object or array, got a JSON {type(document).__name__}")
+
+
+@router.post("/{name}/webhook", response_model=IngestSummary, responses=problem_doc(400, 401, 409, 413, 422), openapi_extra=WEBHOOK_BODY)
+async def webhook(name: str, request: Request, body: BodyDep, session: SessionDep, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
+    """Receive a signed webhook (no bearer token: the HMAC-SHA256 signature in `Goldenset-Signature`
+    authenticates it). A record, an array of records, or an object holding them at the mapping's `records` path.
+
+    An unknown source gets the same 401 as a wrong signature. A delivery accepted once (the same
+    timestamp and body) is refused with 409 while its signature is fresh."""
+    source, timestamp = await run_in_threadpool(_authenticate, session, name, body, request.headers.get(SIGNATURE_HEADER), settings)
+    assert source.id is not None
+    engine: Engine = request.app.state.engine
+    digest = delivery_digest(body, timestamp)
+    if not await run_in_threadpool(_claim, engine, source.id, digest, timestamp, settings.webhook_tolerance_seconds):
+        raise ProblemError(
+            409,
+            "Delivery already received",
+            "this delivery (the same signature timestamp and body) was already accepted for this source; it is not applied twice. "
+            "Send a new event with a fresh timestamp and signature.",
+        )
+    try:
+        records = _webhook_records(body, _mapping_of(source).records)
+        summary = await run_in_threadpool(_store, engine, metrics, name, records, f"webhook:{name}")
+    except Exception:
+        # The body was refused whole, or the server failed partway (a retry finds what was stored
+        # unchanged): either way the sender may retry this very delivery.
+        await run_in_threadpool(_forget, engine, source.id, digest)
+        raise
     _curate_if_stored(request, summary)
     return _summary_response(summary)

@@ -2,15 +2,32 @@
 
 Header: `Goldenset-Signature: t=<unix seconds>,v1=<hex digest>` (several `v1=` entries allowed, so
 a sender can sign with an old and a new secret while rotating). A signature older or newer than
-the tolerance is refused, so a captured request cannot be replayed later.
+the tolerance is refused, so a captured request cannot be replayed later; within the tolerance,
+each accepted delivery is recorded (`claim_delivery`), so the same signed message is accepted
+once per source.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import secrets
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col
+
+from schemas.source import Source, WebhookDelivery
+from service.sources.definitions import get_source, webhook_secret
 
 SIGNATURE_HEADER = "Goldenset-Signature"
+MISMATCH = "the signature does not match the body and the source's secret"
+# Checked instead of a real secret when the source is unknown or has none, so that the answer is
+# the same as for a wrong signature and source names cannot be probed.
+DECOY_SECRET = secrets.token_hex(32)
+logger = logging.getLogger("goldenset.webhooks")
 
 
 class SignatureError(ValueError):
@@ -23,8 +40,9 @@ def sign(body: bytes, *, secret: str, timestamp: int) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def verify(body: bytes, header: str | None, *, secret: str, now: float, tolerance_seconds: int) -> None:
-    """Return if `header` is a valid, fresh signature of `body`; raise `SignatureError` otherwise."""
+def verify(body: bytes, header: str | None, *, secret: str, now: float, tolerance_seconds: int) -> int:
+    """The signature's timestamp if `header` is a valid, fresh signature of `body`; raise
+    `SignatureError` otherwise."""
     if not header:
         raise SignatureError(f"the {SIGNATURE_HEADER} header is missing")
     timestamp: int | None = None
@@ -41,4 +59,49 @@ def verify(body: bytes, header: str | None, *, secret: str, now: float, toleranc
         raise SignatureError(f"the signature timestamp is more than {tolerance_seconds} s away from the server's clock")
     expected = sign(body, secret=secret, timestamp=timestamp).split("v1=", 1)[1]
     if not any(hmac.compare_digest(expected, candidate) for candidate in signatures):
-        raise SignatureError("the signature does not match the body and the source's secret")
+        raise SignatureError(MISMATCH)
+    return timestamp
+
+
+def authenticate(*, session: Session, name: str, body: bytes, header: str | None, secret_key: str, now: float, tolerance_seconds: int) -> tuple[Source, int]:
+    """The source called `name` and the signature's timestamp when `header` signs `body` with its
+    secret; raises `SignatureError` otherwise. An unknown source, or one without a secret, is
+    checked against `DECOY_SECRET`: it fails exactly like a wrong signature (same message, same
+    work), so a caller without a secret cannot tell which source names exist."""
+    source = get_source(session=session, name=name)
+    secret = webhook_secret(source, secret_key=secret_key) if source is not None else None
+    if source is not None and secret is None:
+        logger.warning("webhook for source %s refused: it has no webhook secret; recreate it to receive webhooks", name)
+    timestamp = verify(body, header, secret=secret or DECOY_SECRET, now=now, tolerance_seconds=tolerance_seconds)
+    if source is None or secret is None:  # pragma: no cover - nobody knows the decoy secret
+        raise SignatureError(MISMATCH)
+    return source, timestamp
+
+
+def delivery_digest(body: bytes, timestamp: int) -> str:
+    """sha256 of the signed message: the same for a delivery signed with any of a source's secrets."""
+    return hashlib.sha256(f"{timestamp}.".encode("ascii") + body).hexdigest()
+
+
+def claim_delivery(*, session: Session, source_id: int, digest: str, timestamp: int, now: datetime, tolerance_seconds: int) -> bool:
+    """Record a delivery to `source_id` and commit; False when it was already recorded (a replay).
+
+    Rows whose signature is older than the tolerance are pruned first: such a signature is
+    refused as stale anyway, so the table holds at most the deliveries of one tolerance window.
+    The unique (source, digest) key makes two concurrent copies of a delivery claim it once.
+    """
+    session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.signed_at) < now - timedelta(seconds=tolerance_seconds)))
+    session.commit()
+    session.add(WebhookDelivery(source_id=source_id, digest=digest, signed_at=datetime.fromtimestamp(timestamp, tz=UTC), received_at=now))
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
+
+
+def forget_delivery(*, session: Session, source_id: int, digest: str) -> None:
+    """Drop a claimed delivery that was not processed (the server failed), so its sender may retry it."""
+    session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source_id, col(WebhookDelivery.digest) == digest))
+    session.commit()

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from schemas.token import ApiToken
 from service.app import create_app
-from service.core.logs import configure_logging
 from service.core.settings import Settings
 from service.core.tokens import BOOTSTRAP_TOKEN_NAME, ensure_bootstrap_admin
 from tests.conftest import LiveServer
@@ -38,16 +35,6 @@ def test_admin_token_from_settings_is_an_admin(engine: Engine, settings: Setting
         # the lifespan restores the configured value; the rotated one no longer matches it
         assert client.get("/v1/items", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).status_code == 200
         assert client.get("/v1/items", headers={"Authorization": f"Bearer {ADMIN_TOKEN}-rotated"}).status_code == 401
-
-
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    stream = io.StringIO()
-    configure_logging("DEBUG", json_format=True, stream=stream)
-    yield stream
-    root.handlers, root.level = saved[0], saved[1]
 
 
 def test_tokens_and_secrets_never_appear_in_logs(live_server: LiveServer, log_stream: io.StringIO) -> None:

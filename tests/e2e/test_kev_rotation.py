@@ -118,7 +118,7 @@ def test_monthly_releases_of_the_kev_catalogue(live_server: LiveServer, engine: 
             first, second = client.get(f"/v1/evals/kev/{path}"), client.get(f"/v1/evals/kev/{path}")
             assert first.status_code == 200, first.text
             assert first.content == second.content and first.headers["etag"] == second.headers["etag"]
-            assert first.headers["cache-control"] == "public, max-age=31536000, immutable"
+            assert first.headers["cache-control"] == "private, max-age=31536000, immutable"
             leaked = [text for text in own_texts if text in first.text or json.dumps(text)[1:-1] in first.text]
             assert not leaked, (path, leaked[:2])
             if path.endswith("export.jsonl"):

@@ -31,3 +31,35 @@ def test_dedup_thresholds_default_to_the_engines() -> None:
     assert (custom.minhash_threshold, custom.embedding_threshold, custom.neighbours) == (0.9, 0.85, DedupConfig().neighbours)
     with pytest.raises(ValidationError):
         Settings(dedup_embedding_threshold=1.5)
+
+
+def test_refused_settings_never_echo_their_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.core.settings import describe_settings_error
+
+    monkeypatch.setenv("GOLDENSET_ENV", "production")
+    monkeypatch.setenv("GOLDENSET_ADMIN_TOKEN", "adm-7Qz-short")
+    monkeypatch.setenv("GOLDENSET_MAX_BODY_BYTES", "body-9Kw-secret")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    shown = [str(refused.value), repr(refused.value), describe_settings_error(refused.value)]
+    assert not any(fragment in text for text in shown for fragment in ("7Qz", "short", "9Kw", "body-"))
+    assert describe_settings_error(refused.value).startswith("GOLDENSET_MAX_BODY_BYTES: Input should be a valid integer")
+    monkeypatch.setenv("GOLDENSET_MAX_BODY_BYTES", "2048")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    message = describe_settings_error(refused.value)
+    assert "GOLDENSET_SECRET_KEY must be set" in message and "GOLDENSET_ADMIN_TOKEN must be at least 32" in message and "secrets.token_urlsafe" in message
+    assert "\n" not in message and "7Qz" not in message
+
+
+def test_the_development_key_is_warned_about_once_per_process(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from service.core import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_development_key_warned", False)
+    with caplog.at_level("WARNING", logger="goldenset.settings"):
+        assert settings_module.warn_if_development_secret_key(Settings(secret_key="k" * 40)) is False
+        assert settings_module.warn_if_development_secret_key(Settings()) is True
+        assert settings_module.warn_if_development_secret_key(Settings()) is False
+    warnings = [record for record in caplog.records if record.name == "goldenset.settings"]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+    assert "development secret key is in use" in warnings[0].getMessage() and "set GOLDENSET_SECRET_KEY" in warnings[0].getMessage()

@@ -1,13 +1,21 @@
 import pytest
 
-from service.sources.webhooks import SignatureError, sign, verify
+from service.sources.webhooks import SignatureError, delivery_digest, sign, verify
 
 SECRET = "whsec_test"
 BODY = b'[{"external_id": "1"}]'
 
 
-def test_a_fresh_signature_verifies() -> None:
-    verify(BODY, sign(BODY, secret=SECRET, timestamp=1000), secret=SECRET, now=1010, tolerance_seconds=300)
+def test_a_fresh_signature_verifies_and_gives_its_timestamp() -> None:
+    assert verify(BODY, sign(BODY, secret=SECRET, timestamp=1000), secret=SECRET, now=1010, tolerance_seconds=300) == 1000
+
+
+def test_a_delivery_is_the_signed_message_whichever_secret_signed_it() -> None:
+    """A replay is recognised by what was signed, so re-signing a captured request with another of
+    the source's secrets (during a rotation) or padding its header does not make it new."""
+    assert delivery_digest(BODY, 1000) == delivery_digest(BODY, 1000)
+    assert delivery_digest(BODY, 1000) != delivery_digest(BODY, 1001)
+    assert delivery_digest(BODY, 1000) != delivery_digest(BODY + b" ", 1000)
 
 
 def test_rotation_any_matching_v1_is_accepted() -> None:

@@ -1,0 +1,56 @@
+"""The OpenAPI document: FastAPI's, completed so that it states every answer the service gives.
+
+Every error answer is an RFC 9457 problem (`application/problem+json`, schema `Problem`); so is
+FastAPI's own 422, which its default document describes as plain JSON. Every operation that needs
+a token documents 401 and names the bearer scheme; public ones (health, signed webhooks) say they
+need none. Operations with a body document 400 (a body that is not UTF-8 JSON), 413 (the body
+limit) and 422; operations with a path parameter document 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from schemas.problem import Problem
+from service.core.problems import HTTP_METHODS, PROBLEM_MEDIA_TYPE, problem_descriptions
+
+PUBLIC_OPERATIONS = {("get", "/healthz"), ("post", "/v1/sources/{name}/webhook")}
+UNUSED_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _problem(code: str, descriptions: dict[int, str], existing: dict[str, Any] | None) -> dict[str, Any]:
+    description = (existing or {}).get("description") or descriptions.get(int(code), "Error.")
+    return {"description": description, "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The app's OpenAPI document with the problems, statuses and security stated in full."""
+    document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    components = document.setdefault("components", {})
+    components.setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    document["security"] = [{"bearer": []}]
+    descriptions = problem_descriptions()
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            if method not in HTTP_METHODS:
+                continue
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            wanted = {"422"}
+            if (method, path) in PUBLIC_OPERATIONS:
+                operation["security"] = []
+            else:
+                wanted.add("401")
+            if "requestBody" in operation:
+                wanted |= {"400", "413"}
+            if "{" in path:
+                wanted.add("404")
+            for code in wanted | {code for code in responses if code[:1] in ("4", "5")}:
+                responses[code] = _problem(code, descriptions, responses.get(code))
+    schemas = components["schemas"]
+    for name in UNUSED_SCHEMAS:
+        schemas.pop(name, None)
+    return document
