@@ -1,9 +1,13 @@
 """Dedup quality on real data, beside MinHash-only and embedding-only baselines measured in the
 same run. Prints figures; not part of the test suite.
 
-- gitbugs_hadoop: reports streamed in `created` order; recall@1/5/10 of the labelled earlier
-  duplicate among `/similar` (the fused ranking), and the decision's precision/recall/F1 on the
-  labelled pairs against 5,000 random non-duplicate pairs.
+- gitbugs_hadoop: reports streamed in `created` order through the engine; recall@1/5/10 of the
+  labelled earlier duplicate among `/similar` (the fused ranking); the share of the pool the
+  engine marks duplicate, by rule and stage, and its largest clusters; the decision's precision
+  and recall on the *hard* development set (nearest neighbours labelled by reading them:
+  `bench/labels/gitbugs_neighbours.jsonl` and the shared `near_pairs_labelled.jsonl`, rule in
+  `bench/labels/RULES.md`), and, as before, on the maintainer-linked pairs against 5,000 random
+  non-duplicate pairs (easy negatives: optimistic).
 - sts_headlines: F1 of the duplicate decision at the configured thresholds (label 1: score >= 4,
   label 0: score <= 2; ambiguous pairs left out).
 - loghub_2k: pairwise precision and recall of the engine's duplicate clusters against the
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import random
 import sys
@@ -34,15 +39,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlmodel import select
 
 from bench.common import DATA, ROOT, database, ingest, session
-from curation.dedup.deduplicator import DedupConfig, Deduplicator
+from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, title_text
 from curation.dedup.fingerprints import from_bytes
+from curation.dedup.index import IndexedItem, SimilarityIndex
+from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.similarity import rank_similar
 from curation.dedup.text_kind import TextKind
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
-from schemas.dedup import Embedding, ItemFingerprint
-from schemas.item import Item
+from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
+from schemas.item import Item, ItemStatus
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
@@ -88,28 +95,60 @@ def curate(engine: Any, dedup: Deduplicator) -> float:
     return time.perf_counter() - started
 
 
-def engine_says_duplicate(loaded: Loaded, dedup: Deduplicator, a: str, b: str) -> bool:
-    """The engine's rule applied to one pair: exact hash, Jaccard, or embedding score over threshold."""
-    config = dedup.config
-    ia, ib = loaded.items[a], loaded.items[b]
-    if ia.identity_key and ib.identity_key and ia.identity_key != ib.identity_key:
-        return False
-    later = _later(ia, ib)
-    _, threshold = dedup.embedding_threshold_for(later.title, later.input)
-    if ia.content_hash == ib.content_hash or loaded.jaccard(a, b) >= config.minhash_threshold:
-        return True
-    return threshold is not None and loaded.cosine(a, b) >= threshold
+def pair_verdict(loaded: Loaded, dedup: Deduplicator, db: Any, later: str, earlier: str) -> Verdict:
+    """The engine's own decision on one pair: `later` judged against an index holding only `earlier`."""
+    a, b = loaded.items[later], loaded.items[earlier]
+    assert b.id is not None
+    index = SimilarityIndex(recipe=dedup.recipe, model_id=dedup.encoder.model_id, dim=dedup.encoder.dim, lsh_threshold=dedup._lsh_threshold())
+    entry = IndexedItem(b.id, b.occurred_at.timestamp(), b.content_hash, b.identity_key, b.id, ItemStatus.UNIQUE.value, "b", "t")
+    index.add([(entry, loaded.sketch[earlier], *loaded.vectors[earlier])])
+    dedup.index = index
+    return dedup.judge(a, loaded.sketch[later], *loaded.vectors[later], facts=dedup.facts(db))
+
+
+def engine_says_duplicate(loaded: Loaded, dedup: Deduplicator, db: Any, a: str, b: str) -> bool:
+    """The engine's decision on a pair, the later incident judged against the earlier."""
+    later = _later(loaded.items[a], loaded.items[b])
+    first, second = (a, b) if later is loaded.items[a] else (b, a)
+    return pair_verdict(loaded, dedup, db, first, second).status != ItemStatus.UNIQUE.value
 
 
 def embedding_only(loaded: Loaded, dedup: Deduplicator, a: str, b: str) -> bool:
-    """The embedding baseline: the cosine alone, at the engine's threshold for the text's length
+    """The embedding baseline: the cosine alone, at the guard threshold for the text's length
     (the short-text one for every short text, machine-written or not)."""
     return loaded.cosine(a, b) >= baseline_threshold(dedup, _later(loaded.items[a], loaded.items[b]))
 
 
 def baseline_threshold(dedup: Deduplicator, item: Item) -> float:
-    kind, _ = dedup.embedding_threshold_for(item.title, item.input)
-    return dedup.config.embedding_threshold if kind == TextKind.LONG else dedup.config.short_embedding_threshold
+    kind = dedup.text_kind_of(item.title, item.input)
+    return dedup.config.guard_embedding_threshold if kind == TextKind.LONG else dedup.config.guard_short_embedding_threshold
+
+
+def cluster_roots(items: dict[str, Item]) -> dict[str, int]:
+    """Each item's cluster: `duplicate_of` followed to the representative."""
+    by_id = {item.id: item for item in items.values()}
+    roots = {}
+    for external_id, item in items.items():
+        current, seen = item, set()
+        while current.duplicate_of is not None and current.duplicate_of in by_id and current.id not in seen:
+            seen.add(current.id)
+            current = by_id[current.duplicate_of]
+        roots[external_id] = current.id or 0
+    return roots
+
+
+def dev_set() -> list[tuple[str, str, str]]:
+    """The hard development set: (later, earlier, label) of nearest-neighbour pairs labelled by reading."""
+    pairs = [(row["later_id"], row["earlier_id"], row["label"]) for row in map(json.loads, (ROOT / "bench" / "labels" / "gitbugs_neighbours.jsonl").read_text().splitlines())]
+    shared = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "near_pairs_labelled.jsonl").read_text().splitlines()]
+    return pairs + [(row["a_id"], row["b_id"], row["label"]) for row in shared]
+
+
+def read_labels() -> dict[frozenset[str], str]:
+    """Every pair of GitBugs reports labelled by reading (the development set and the blind reading
+    of the engine's decisions, `bench/labels/gitbugs_decisions_read.jsonl`), by pair of report ids."""
+    read = [(row["later_id"], row["earlier_id"], row["label"]) for row in map(json.loads, (ROOT / "bench" / "labels" / "gitbugs_decisions_read.jsonl").read_text().splitlines())]
+    return {frozenset((a, b)): label for a, b, label in [*dev_set(), *read]}
 
 
 def _later(a: Item, b: Item) -> Item:
@@ -171,25 +210,69 @@ def gitbugs(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
         a, b = rng.sample(ids, 2)
         if frozenset((a, b)) not in labelled:
             negatives.append((a, b))
+    streamed_index = dedup.index
     decisions = {}
     config = dedup.config
-    rules = {
-        "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
-        "embedding": lambda a, b: embedding_only(loaded, dedup, a, b),
-        "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
-    }
-    for name, rule in rules.items():
-        tp = sum(rule(a, b) for a, b in queries)
-        fp = sum(rule(a, b) for a, b in negatives)
-        decisions[name] = dict(zip(("precision", "recall", "f1"), prf(tp, fp, len(queries) - tp), strict=True))
+    with session(engine) as db:
+        rules = {
+            "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
+            "embedding": lambda a, b: embedding_only(loaded, dedup, a, b),
+            "combined": lambda a, b: engine_says_duplicate(loaded, dedup, db, a, b),
+        }
+        for name, rule in rules.items():
+            tp = sum(rule(a, b) for a, b in queries)
+            fp = sum(rule(a, b) for a, b in negatives)
+            decisions[name] = dict(zip(("precision", "recall", "f1"), prf(tp, fp, len(queries) - tp), strict=True))
+        # The hard development set: the engine's decision on each labelled nearest-neighbour pair.
+        hard = {"same": [0, 0], "related": [0, 0], "different": [0, 0]}
+        for later, earlier, label in dev_set():
+            said = pair_verdict(loaded, dedup, db, f"H{later}", f"H{earlier}").status != ItemStatus.UNIQUE.value
+            hard[label][0 if said else 1] += 1
+        by_rule: dict[str, int] = defaultdict(int)
+        newest: dict[int, DedupDecision] = {}
+        for decision in db.exec(select(DedupDecision).order_by(DedupDecision.id)):  # type: ignore[arg-type]
+            newest[decision.item_id] = decision
+        labels = read_labels()
+        external = {item.id: item.external_id.removeprefix("H") for item in loaded.items.values()}
+        read: dict[str, list[float]] = defaultdict(list)
+        for decision in newest.values():
+            if decision.status != ItemStatus.UNIQUE.value:
+                by_rule[f"{decision.details.get('rule', '?')}/{decision.stage}"] += 1
+                label = labels.get(frozenset((external[decision.item_id], external.get(decision.matched_item_id or 0, ""))), "unread")
+                read[label].append(float(decision.score or 0.0))
+    dedup.index = streamed_index
+    tp, fp, fn = hard["same"][0], hard["related"][0] + hard["different"][0], hard["same"][1]
+    hard_set = dict(zip(("precision", "recall", "f1"), prf(tp, fp, fn), strict=True))
+    hard_set.update(pairs=sum(sum(counts) for counts in hard.values()), merged={label: counts[0] for label, counts in hard.items()})
     # The engine's own streamed decisions: was the later report decided a duplicate of the earlier one's cluster?
-    roots = {ext: (item.duplicate_of or item.id) for ext, item in loaded.items.items()}
+    roots = cluster_roots(loaded.items)
     streamed = sum(roots[later] == roots[earlier] for later, earlier in queries)
+    sizes: dict[int, int] = defaultdict(int)
+    for root in roots.values():
+        sizes[root] += 1
+    duplicates = sum(1 for item in loaded.items.values() if item.status != ItemStatus.UNIQUE.value)
+    by_id = {item.id: item for item in loaded.items.values()}
+    largest = sorted(sizes.items(), key=lambda pair: -pair[1])[:5]
     return {
         "pairs": len(queries),
         "recall": recall,
+        "hard_dev_set": hard_set,
         "decision_vs_5000_negatives": decisions,
         "streamed_same_cluster": round(streamed / len(queries), 3),
+        # The pool's duplicate decisions, as read (labels by pair; "unread": no label yet, read them).
+        "decisions_read": {
+            "by_label": {label: len(scores) for label, scores in sorted(read.items())},
+            "precision": round(len(read["same"]) / max(1, sum(len(scores) for label, scores in read.items() if label != "unread")), 3),
+            "mean_score_by_label": {label: round(float(np.mean(scores)), 3) for label, scores in sorted(read.items()) if scores},
+        },
+        "pool": {
+            "items": len(loaded.items),
+            "marked_duplicate": duplicates,
+            "share_marked_duplicate": round(duplicates / len(loaded.items), 4),
+            "by_rule_and_stage": dict(sorted(by_rule.items())),
+            "clusters_of_2_or_more": sum(1 for size in sizes.values() if size > 1),
+            "largest_clusters": [{"size": size, "representative": by_id[root].title[:80]} for root, size in largest if size > 1],
+        },
         "curate_seconds": round(seconds, 1),
     }
 
@@ -209,10 +292,11 @@ def sts(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
         db.commit()
     loaded = Loaded(engine, "S", dedup)
     config = dedup.config
+    db = session(engine)
     rules = {
         "minhash": lambda a, b: loaded.jaccard(a, b) >= config.minhash_threshold,
         "embedding": lambda a, b: embedding_only(loaded, dedup, a, b),
-        "combined": lambda a, b: engine_says_duplicate(loaded, dedup, a, b),
+        "combined": lambda a, b: engine_says_duplicate(loaded, dedup, db, a, b),
     }
     result: dict[str, Any] = {"pairs": len(labelled), "positives": sum(r["label"] == 1 for r in labelled)}
     for name, rule in rules.items():
@@ -292,7 +376,8 @@ def loghub(workdir: Path, dedup: Deduplicator) -> dict[str, Any]:
         loaded = Loaded(engine, f"L{system}-", dedup)
         ext = [f"L{system}-{r['LineId']}" for r in rows]
         truth = [r["EventId"] for r in rows]
-        roots = [loaded.items[e].duplicate_of or loaded.items[e].id or 0 for e in ext]
+        cluster = cluster_roots(loaded.items)
+        roots = [cluster[e] for e in ext]
         config = dedup.config
         body = np.vstack([loaded.vectors[e][0] for e in ext])
         cos = body @ body.T
@@ -318,14 +403,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=None, help="Keep databases (and cached embeddings) here between runs.")
     parser.add_argument("--only", default="gitbugs,sts,loghub")
-    parser.add_argument("--minhash-threshold", type=float, default=DedupConfig().minhash_threshold)
-    parser.add_argument("--embedding-threshold", type=float, default=DedupConfig().embedding_threshold)
-    parser.add_argument("--short-embedding-threshold", type=float, default=DedupConfig().short_embedding_threshold)
+    defaults = DedupConfig()
+    parser.add_argument("--minhash-threshold", type=float, default=defaults.minhash_threshold)
+    parser.add_argument("--guard-threshold", type=float, default=defaults.guard_embedding_threshold)
+    parser.add_argument("--guard-short-threshold", type=float, default=defaults.guard_short_embedding_threshold)
+    parser.add_argument("--fresh-threshold", type=float, default=defaults.fresh_embedding_threshold)
+    parser.add_argument("--fresh-short-threshold", type=float, default=defaults.fresh_short_embedding_threshold)
+    parser.add_argument("--fresh-title-threshold", type=float, default=defaults.fresh_title_threshold)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="goldenset-bench-"))
     encoder = SentenceTransformerEncoder()
-    config = DedupConfig(minhash_threshold=args.minhash_threshold, embedding_threshold=args.embedding_threshold, short_embedding_threshold=args.short_embedding_threshold)
-    thresholds = f"minhash {config.minhash_threshold}, embedding {config.embedding_threshold} (short texts {config.short_embedding_threshold})"
+    config = DedupConfig(
+        minhash_threshold=args.minhash_threshold,
+        guard_embedding_threshold=args.guard_threshold,
+        guard_short_embedding_threshold=args.guard_short_threshold,
+        fresh_embedding_threshold=args.fresh_threshold,
+        fresh_short_embedding_threshold=args.fresh_short_threshold,
+        fresh_title_threshold=args.fresh_title_threshold,
+    )
+    thresholds = ", ".join(f"{field.name.removesuffix('_threshold')} {getattr(config, field.name)}" for field in dataclasses.fields(config) if field.name.endswith("_threshold"))
     print(f"model {encoder.model_id}; thresholds: {thresholds}; workdir {workdir}")
     for name in args.only.split(","):
         started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 Owns: dedup (`dedup/`), review decisions (`review`), releases and the sealed slice (`releases/`),
 the run gate, the exposure ledger and run scores (`runs/`), contamination evidence
-(`evidence/`), and the confidence intervals of scores and differences (`intervals`).
+(`evidence/`), the confidence intervals of scores and differences (`intervals`), and the error a
+refused decision raises (`refusals`).
 The rule for the database: curation reads and writes through the `Session` its caller hands in
 (or, for work committed batch by batch, a factory of sessions whose context commits when it
 closes). It never opens a connection, never commits or rolls back, never takes a lock and never

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from sqlmodel import Session, col, select
 
+from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.item import Item, ItemStatus
@@ -16,14 +17,8 @@ from schemas.review import Decision, ReviewDecision, ReviewOutcome
 from schemas.source import Source
 
 
-class ReviewRefused(ValueError):
-    """The decision cannot be taken; `reason` is a machine-readable code, `status` the HTTP status."""
-
-    def __init__(self, reason: str, detail: str, status: int) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-        self.status = status
+class ReviewRefused(Refused):
+    """A review decision cannot be taken (`curation.refusals.Refused`)."""
 
 
 def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str) -> Item:

@@ -1,5 +1,6 @@
-"""Dedup state: per-item fingerprints (with their recipe), cached embeddings, and the decisions
-curation took, each with the stage, score and matched item that explain it."""
+"""Dedup state: per-item fingerprints (with their recipe), cached embeddings, the decisions
+curation took, each with the stage, rule, score and matched item that explain it, and the
+overrides people made of them."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Float, LargeBinary, String
+from sqlalchemy import Column, Float, LargeBinary, String, Text
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, json_column_type, utcnow
+from schemas.common import RowId, UTCDateTime, json_column_type, utcnow
 
 
 class DedupStage(StrEnum):
     """Which test decided: `exact` (normalised hash), `minhash` (near-verbatim), `embedding`
-    (paraphrase), or `none` (nothing close enough: unique)."""
+    (paraphrase), `override` (a person ruled it), or `none` (nothing close enough: unique)."""
 
     EXACT = "exact"
     MINHASH = "minhash"
     EMBEDDING = "embedding"
+    OVERRIDE = "override"
     NONE = "none"
 
 
@@ -66,8 +68,32 @@ class DedupDecision(SQLModel, table=True):
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
 
 
+class OverrideKind(StrEnum):
+    """A person's ruling on a pair: `not_duplicate` (the pair may never be matched: a cannot-link),
+    or `duplicate_of` (the item is a duplicate of the other: a must-link)."""
+
+    NOT_DUPLICATE = "not_duplicate"
+    DUPLICATE_OF = "duplicate_of"
+
+
+class DedupOverride(SQLModel, table=True):
+    """A person overruling dedup about `item_id` and `other_id`. Every run, re-fingerprint and
+    re-decide keeps it; the newest override of a pair is in force."""
+
+    __tablename__ = "dedup_override"
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="item.id", index=True)
+    other_id: int = Field(foreign_key="item.id", index=True)
+    kind: str = Field(sa_type=String(16))
+    note: str = Field(sa_type=Text)
+    actor: str = Field(max_length=160)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class DedupRead(BaseModel):
-    """How dedup judged an item, as `GET /v1/items/{id}` shows it."""
+    """How dedup judged an item, as `GET /v1/items/{id}` shows it; `stage` is `override` when a
+    person ruled it (`POST /v1/items/{id}/not-duplicate`, `/duplicate-of`)."""
 
     status: str
     duplicate_of: int | None = None
@@ -120,3 +146,92 @@ class DedupCheckResult(BaseModel):
     matched_item: int | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     similar: list[SimilarRead] = Field(default_factory=list)
+
+
+class NotDuplicateBody(BaseModel):
+    """`POST /v1/items/{id}/not-duplicate`: why the item is not a duplicate of the item it was matched with."""
+
+    note: str = Field(min_length=1, max_length=2000)
+
+
+class DuplicateOfBody(BaseModel):
+    """`POST /v1/items/{id}/duplicate-of`: the item it duplicates (`item_id`), and why."""
+
+    item_id: RowId
+    note: str = Field(min_length=1, max_length=2000)
+
+
+class OverrideRead(BaseModel):
+    """A person's ruling about a pair of items; `in_force` when it is the newest ruling of its pair."""
+
+    id: int
+    item_id: int
+    other_id: int
+    kind: OverrideKind
+    note: str
+    actor: str
+    at: datetime
+    in_force: bool
+
+
+class DecisionCount(BaseModel):
+    """How many decisions in force came from one `stage` and `rule` (`rule` null for a unique verdict)."""
+
+    stage: str
+    rule: str | None
+    count: int
+
+
+class ClusterSize(BaseModel):
+    """How many clusters hold `size` items (the representative included)."""
+
+    size: int
+    clusters: int
+
+
+class ClusterRead(BaseModel):
+    """One cluster: its representative (the item the others' `duplicate_of` chains lead to), that
+    item's `status` and `title`, and how many items it holds. `sealed`: the representative is in
+    (or bound for) a sealed slice, and its title is withheld."""
+
+    representative: int
+    status: str
+    title: str
+    size: int
+    sealed: bool = False
+
+
+class DedupStats(BaseModel):
+    """`GET /v1/dedup/stats`, `goldenset dedup stats`.
+
+    `items`: every item; `by_status`: items per status. `decisions`: the decision in force of each
+    item (its newest), counted by stage and rule. `cluster_sizes`: every item but candidates
+    belongs to the cluster its `duplicate_of` chain leads to (an item with none represents its own,
+    a reference item included); `largest_clusters`: the ten largest holding two or more items.
+    `overrides`: people's rulings in force (the newest of each pair), by kind. `duplicate_share`:
+    the share of the items dedup decided (all but candidates and reference items) that are `duplicate`."""
+
+    items: int
+    by_status: dict[str, int]
+    decisions: list[DecisionCount]
+    cluster_sizes: list[ClusterSize]
+    largest_clusters: list[ClusterRead]
+    overrides: dict[str, int]
+    duplicate_share: float
+
+
+class LowMarginDuplicate(BaseModel):
+    """A duplicate decided with little to spare (`GET /v1/dedup/low-margin`, `goldenset review`):
+    its decision in force matched `matched_item_id` by the `fresh` or `guard` rule, at `score`, only
+    `margin` above the threshold that applied. `duplicate_of` is the item it names now."""
+
+    item_id: int
+    source: str
+    status: str
+    matched_item_id: int
+    duplicate_of: int | None
+    stage: str
+    rule: str
+    score: float
+    margin: float
+    decided_at: datetime

@@ -11,7 +11,7 @@ from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
-from schemas.dedup import DedupRead
+from schemas.dedup import DedupRead, OverrideRead
 
 
 class ItemStatus(StrEnum):
@@ -105,9 +105,11 @@ class ItemRead(BaseModel):
 
 class ItemDetail(ItemRead):
     """One item as `GET /v1/items/{id}` shows it: with how dedup judged it (`{"status": "candidate"}`
-    until curation decides)."""
+    until curation decides) and people's rulings naming it on either side, oldest first (none
+    shown for a sealed item)."""
 
     dedup: DedupRead
+    overrides: list[OverrideRead] = Field(default_factory=list)
 
 
 class ItemPage(BaseModel):

@@ -14,15 +14,18 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
 
 from curation.dedup.embeddings import Encoder, Vectors
 from ingest.mapping import Mapping, load_mapping
 from ingest.readers import iter_jsonl
+from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate
 from service.core.db import write_session
 from service.core.settings import Settings
 from service.dedup.encoder import get_encoder
+from service.dedup.runner import run_curation
 from service.sources.definitions import create_source, get_source
 from service.sources.ingestion import ingest_records
 
@@ -114,6 +117,16 @@ PARAPHRASE = (
     "when classes are loaded concurrently. At the moment only RpcProgram uses this instance so we are safe, but if more "
     "clients (especially static ones) start to use it we may run into the deadlock. Let's remove the reference before it is too late."
 )
+
+
+def curated_pool(engine: Engine, settings: Settings, encoder: Encoder, count: int = 60) -> dict[str, int]:
+    """The first `count` Hadoop reports (at least 60) and every planted duplicate of theirs, in
+    source `hadoop`, curated; item ids by external id."""
+    reports = hadoop_reports(count)
+    ingest(engine, "hadoop", [*reports, *planted(reports).values()])
+    run_curation(engine, settings, encoder=encoder)
+    with Session(engine) as session:
+        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def ingest(engine: Engine, source: str, records: list[dict[str, Any]], mapping: Mapping | Path = HADOOP_MAPPING) -> IngestSummary:

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from curation.dedup.deduplicator import DedupConfig, Deduplicator
+from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Vectors
+from curation.dedup.rules import DedupConfig
 from service.core.db import write_session
 from tests.dedup_support import KEV_MAPPING, ingest
 

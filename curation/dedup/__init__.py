@@ -5,6 +5,7 @@ contamination by a reference corpus), MinHash sketches and their recipe (`finger
 embedding protocol, the default offline model and the vector cache (`embeddings`), the
 in-memory index (`index`), text kinds (`text_kind`), ranking the items most like one
 (`similarity`, `lexical`), re-fingerprinting after a recipe or model change (`refingerprint`),
-and the cheap reads that say whether curation has work or a kept index is stale (`state`).
+the cheap reads that say whether curation has work or a kept index is stale (`state`), people's
+rulings that overrule it (`overrides`), and its figures and close calls (`stats`).
 May use: `schemas`, `ingest.normalisation`.
 """

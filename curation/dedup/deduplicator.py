@@ -2,11 +2,13 @@
 
 Stages, cheapest first: exact (sha256 of the normalised text), near-verbatim (MinHash LSH,
 estimated Jaccard), paraphrase (embedding nearest neighbours, which also generate candidates:
-real duplicate reports share few words). The earliest incident of a cluster keeps; later ones
-become `duplicate` with `duplicate_of` pointing at the cluster's root; a match with a registered
-public reference corpus makes an item `contaminated`. Items whose `distinct_by` identities differ
-are never matched. Every decision is stored with its stage, score, matched item and the runner-up
-scores, so a curator can see why.
+real duplicate reports share few words); the rules that decide are `curation.dedup.rules`. The
+earliest incident of a cluster represents it; a later one becomes `duplicate` with
+`duplicate_of` naming the item it matched; a match with a registered public reference corpus
+makes an item `contaminated`. Items whose `distinct_by` identities differ, and pairs a person
+ruled apart, are never matched; an item a person ruled a duplicate stays one. Every decision is
+stored with its stage, rule, score, margin, matched item and the runner-up scores, so a curator
+can see why.
 
 This module is the single writer of dedup state: run one `Deduplicator` per database at a time
 (the service holds a lock around it).
@@ -23,8 +25,10 @@ from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.dedup.embeddings import EmbeddingCache, Encoder, Vectors, body_text, title_text
+from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
-from curation.dedup.index import IndexedItem, Neighbour, SimilarityIndex
+from curation.dedup.index import IndexedItem, SimilarityIndex
+from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
@@ -38,45 +42,6 @@ def rehash(item: Item) -> None:
     """Recompute `item.content_hash` when it was made with an older normalisation."""
     if item.hash_recipe != NORMALISATION_VERSION:
         item.content_hash, item.hash_recipe = content_hash(item.title, item.input, item.reference), NORMALISATION_VERSION
-
-
-@dataclass(frozen=True)
-class DedupConfig:
-    """Decision thresholds (frozen defaults chosen on ../shared/data; see the README's figures).
-
-    `minhash_threshold`: estimated Jaccard of the recipe's shingles (token pairs for short texts,
-    3-grams for long ones) at or above which two texts are near-verbatim copies.
-    `embedding_threshold`: cosine of the body embeddings at or above which two long texts are
-    paraphrases (best F1 was at 0.65 on Hadoop bug reports; 0.72 leans to precision, since a false
-    duplicate silently drops an incident from the eval). `short_embedding_threshold`: the same
-    for a short text (at most the recipe's `short_tokens` tokens; best F1 near 0.75 on news
-    headlines). A short machine-written message (a log line, an alert) is never a paraphrase:
-    only exact and near-verbatim copies count (see `curation.dedup.text_kind`).
-    `neighbours`: embedding neighbours examined per candidate.
-    """
-
-    minhash_threshold: float = 0.65
-    embedding_threshold: float = 0.72
-    short_embedding_threshold: float = 0.75
-    neighbours: int = 10
-    batch_size: int = 256
-
-    def __post_init__(self) -> None:
-        for name in ("minhash_threshold", "embedding_threshold", "short_embedding_threshold"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value}")
-        if self.neighbours < 1 or self.batch_size < 1:
-            raise ValueError("neighbours and batch_size must be at least 1")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: str
-    stage: str
-    score: float | None = None
-    matched: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,6 +86,7 @@ class Deduplicator:
         self.config = config or DedupConfig()
         self.recipe = recipe or MinHashRecipe()
         self.embeddings = EmbeddingCache(encoder)
+        self.memory = SourceMemory(self.embeddings)
         self.index: SimilarityIndex | None = None
         self.holds_stale_entries = False
 
@@ -129,6 +95,10 @@ class Deduplicator:
         self.holds_stale_entries = False
         self.index = SimilarityIndex.load(session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold())
         return self.index
+
+    def facts(self, session: Session) -> StoredFacts:
+        """What decisions read of indexed items, through `session`; make one per batch."""
+        return StoredFacts(session, self.memory)
 
     def _lsh_threshold(self) -> float:
         # LSH is tuned a little below the decision threshold so borderline pairs still meet.
@@ -222,6 +192,7 @@ class Deduplicator:
         current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
         # Fingerprints of items decided before (a changed item decided again) are updated in place.
         fingerprints = {fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))}
+        facts = self.facts(session)
         with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
             for candidate in prepared.candidates:
                 item = current.get(candidate.item.id)
@@ -229,9 +200,9 @@ class Deduplicator:
                     continue  # changed or removed meanwhile: decided again from its new state
                 item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
                 candidate.item = item
-                self._settle(session, candidate, summary, fingerprints)
+                self._settle(session, candidate, summary, fingerprints, facts)
 
-    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, fingerprints: dict[int, ItemFingerprint]) -> None:
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, fingerprints: dict[int, ItemFingerprint], facts: StoredFacts) -> None:
         index = self.index
         assert index is not None
         item = candidate.item
@@ -244,17 +215,25 @@ class Deduplicator:
         # A changed item re-curated by a long-lived index must not match its own earlier entry,
         # and that entry (its old text) stays in the index: the index must be rebuilt after this run.
         self.holds_stale_entries |= item.id in index
-        verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, exclude=(item.id,))
-        if candidate.body is None and verdict.stage == DedupStage.EXACT.value:
-            # An exact duplicate is never embedded: it shares the vectors of the item it copies,
-            # so it can still be found as a neighbour (its text is that item's, up to masked tokens).
-            copied = index.get(verdict.details["matched_item"])
-            candidate.body, candidate.title = index.vectors(copied.item_id)
-            candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
+        ruled = facts.ruled_duplicate_of(item.id)
+        if ruled is not None:
+            status = ItemStatus.CONTAMINATED.value if self._is_reference(ruled) else ItemStatus.DUPLICATE.value
+            verdict = Verdict(status, DedupStage.OVERRIDE.value, None, ruled, {"rule": "override", "matched_item": ruled})
+        else:
+            verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, facts=facts, exclude=(item.id,))
+        if candidate.body is None:
+            # A text whose normalised form is already indexed is never embedded: it shares the
+            # vectors of the item it copies (the same text up to masked tokens), so it can still be
+            # found as a neighbour, also when the rules kept it apart (another version number).
+            copies = [verdict.details["matched_item"]] if verdict.stage == DedupStage.EXACT.value else [other for other in index.exact(item.content_hash) if other != item.id]
+            if copies:
+                copied = index.get(copies[0])
+                candidate.body, candidate.title = index.vectors(copied.item_id)
+                candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
         self._fingerprint(session, candidate, fingerprints)
         if verdict.status == ItemStatus.UNIQUE.value:
             item.status, item.duplicate_of = verdict.status, None
-        elif verdict.stage != DedupStage.EXACT.value and self._is_later(verdict.matched, item) and self._swap(session, item, verdict):
+        elif verdict.rule == "fresh" and self._is_later(verdict.matched, item) and self._swap(session, item, verdict):
             verdict = Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details={**verdict.details, "kept_over": verdict.matched})
             item.status, item.duplicate_of = verdict.status, None
         else:
@@ -283,77 +262,48 @@ class Deduplicator:
         entry = IndexedItem(candidate.item.id, item.occurred_at.timestamp(), item.content_hash, item.identity_key, root, status, candidate.body_key, candidate.title_key)
         self.index.add([(entry, candidate.sketch, candidate.body, candidate.title)])
 
+    def _is_reference(self, item_id: int) -> bool:
+        """Whether an indexed item is a public reference item, or a duplicate of one."""
+        assert self.index is not None
+        if item_id not in self.index:
+            return False
+        entry = self.index.get(item_id)
+        root = self.index.get(entry.root) if entry.root in self.index else entry
+        return ItemStatus.REFERENCE.value in (entry.status, root.status)
+
     def _is_later(self, matched: int | None, item: Item) -> bool:
         assert self.index is not None
         return matched is not None and matched in self.index and self.index.get(matched).occurred_at > item.occurred_at.timestamp()
 
     def _swap(self, session: Session, item: Item, verdict: Verdict) -> bool:
-        """`item` happened before the cluster it matches: it becomes the root, unless that cluster's
-        root was already reviewed or released (then `item` stays the duplicate)."""
+        """`item` happened before the representative it matches: it becomes the representative, and
+        that one its duplicate, unless it was already reviewed or released (then `item` stays the
+        duplicate). The duplicates that matched the old representative keep naming it."""
         assert self.index is not None and item.id is not None and verdict.matched is not None
-        root = self.index.get(verdict.matched)
-        if root.status not in _SWAPPABLE:
+        matched = self.index.get(verdict.matched)
+        if matched.status not in _SWAPPABLE or matched.root != matched.item_id:
             return False
-        members = [entry for entry in self.index.items if entry.root == root.item_id]
         session.flush()  # decisions earlier in the batch are in the database before it is updated
-        session.exec(
-            update(Item)
-            .where(or_(col(Item.id) == root.item_id, col(Item.duplicate_of) == root.item_id))
-            .values(status=ItemStatus.DUPLICATE.value, duplicate_of=item.id)
-        )
-        swap_details = {"earlier_incident_arrived": item.id}
-        session.add(DedupDecision(item_id=root.item_id, status=ItemStatus.DUPLICATE.value, stage=verdict.stage, score=verdict.score, matched_item_id=item.id, details=swap_details))
-        for member in members:
-            self.index.set_root(member.item_id, item.id, ItemStatus.DUPLICATE.value)
+        session.exec(update(Item).where(col(Item.id) == matched.item_id).values(status=ItemStatus.DUPLICATE.value, duplicate_of=item.id))
+        swap_details = {"earlier_incident_arrived": item.id, "rule": "fresh"}
+        demoted = DedupDecision(item_id=matched.item_id, status=ItemStatus.DUPLICATE.value, stage=verdict.stage, score=verdict.score, matched_item_id=item.id, details=swap_details)
+        session.add(demoted)
+        self.index.set_root(matched.item_id, item.id, ItemStatus.DUPLICATE.value)
         return True
 
-    def judge(self, item: Item, sketch: Any, body: Vectors | None, title: Vectors | None, *, exclude: Sequence[int] = ()) -> Verdict:
-        """The verdict on one text against the index (no writes)."""
+    def judge(self, item: Item, sketch: Any, body: Vectors | None, title: Vectors | None, *, facts: Facts, exclude: Sequence[int] = ()) -> Verdict:
+        """The verdict on one text against the index (no writes; `curation.dedup.rules`)."""
         index = self.index
         assert index is not None
-        config = self.config
-        excluded = set(exclude)
+        kind = self.text_kind_of(item.title, item.input)
+        details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "text": kind.value}
+        return judge(item, sketch, body, title, index=index, kind=kind, config=self.config, facts=facts, details=details, exclude=exclude)
 
-        def compatible(other_id: int) -> bool:
-            other = index.get(other_id)
-            return other_id not in excluded and (item.identity_key is None or other.identity is None or other.identity == item.identity_key)
-
-        def verdict(stage: DedupStage, score: float, other_id: int, details: dict[str, Any]) -> Verdict:
-            root = index.get(index.get(other_id).root) if index.get(other_id).root in index else index.get(other_id)
-            contaminated = ItemStatus.REFERENCE.value in (root.status, index.get(other_id).status)
-            status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
-            return Verdict(status, stage.value, round(score, 4), root.item_id, {**details, "matched_item": other_id})
-
-        kind, embedding_threshold = self.embedding_threshold_for(item.title, item.input)
-        thresholds = {"minhash": config.minhash_threshold, "embedding": embedding_threshold}
-        details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "text": kind.value, "thresholds": thresholds}
-        for other_id in index.exact(item.content_hash):
-            if compatible(other_id):
-                return verdict(DedupStage.EXACT, 1.0, other_id, details)
-        near = [(other_id, score) for other_id, score in index.near(sketch) if compatible(other_id)]
-        if near:
-            details["best_jaccard"] = {"item": near[0][0], "score": round(near[0][1], 4)}
-            if near[0][1] >= config.minhash_threshold:
-                return verdict(DedupStage.MINHASH, near[0][1], near[0][0], details)
-        if body is not None and title is not None:
-            neighbours: list[Neighbour] = [n for n in index.nearest(body, title, config.neighbours + len(excluded)) if compatible(n.item_id)]
-            if neighbours:
-                # Neighbours are found by body and title together; the decision rests on the body
-                # cosine, which separated duplicates from non-duplicates better on real reports.
-                best = max(neighbours, key=lambda neighbour: neighbour.body_cosine)
-                details["best_embedding"] = {"item": best.item_id, "cosine": round(best.body_cosine, 4), "title_cosine": round(best.title_cosine, 4)}
-                if embedding_threshold is not None and best.body_cosine >= embedding_threshold:
-                    return verdict(DedupStage.EMBEDDING, best.body_cosine, best.item_id, details)
-        return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details)
-
-    def embedding_threshold_for(self, title: str, input_text: str) -> tuple[TextKind, float | None]:
-        """The kind of an item's text and the body cosine at which it is a paraphrase (None: a
-        short machine-written message, which only exact and near-verbatim copies match)."""
+    def text_kind_of(self, title: str, input_text: str) -> TextKind:
+        """The kind of an item's text (`curation.dedup.text_kind`), which picks the rules and thresholds."""
         text = dedup_text(title, input_text)
         normalised = normalise_text(text)
-        kind = text_kind(text, normalised, len(normalised_tokens(normalised)), short_tokens=self.recipe.short_tokens)
-        config = self.config
-        return kind, {TextKind.LONG: config.embedding_threshold, TextKind.SHORT: config.short_embedding_threshold, TextKind.MACHINE: None}[kind]
+        return text_kind(text, normalised, len(normalised_tokens(normalised)), short_tokens=self.recipe.short_tokens)
 
     def embed_one(self, title: str, input_text: str) -> tuple[Vectors, Vectors]:
         """Body and title vectors of a text, encoded now and not stored (for checks)."""

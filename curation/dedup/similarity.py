@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 from sqlmodel import Session, col, select
 
-from curation.dedup.deduplicator import Deduplicator, Verdict
+from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Vectors
 from curation.dedup.fingerprints import from_bytes, sketch_texts
 from curation.dedup.index import TITLE_WEIGHT, Neighbour, SimilarityIndex
 from curation.dedup.lexical import lexical_similarity
+from curation.dedup.rules import Verdict
 from ingest.normalisation import content_hash, dedup_text
 from schemas.common import utcnow
 from schemas.dedup import Embedding, ItemFingerprint
@@ -145,7 +146,7 @@ def check_text(session: Session, deduplicator: Deduplicator, *, title: str, inpu
         identity_key=identity,
         record_digest="",
     )
-    verdict = deduplicator.judge(probe, sketch, body, title_vector)
+    verdict = deduplicator.judge(probe, sketch, body, title_vector, facts=deduplicator.facts(session))
     return verdict, rank_similar(session, index, text=text, body=body, title=title_vector, sketch=sketch, k=k)
 
 

@@ -1,5 +1,6 @@
-"""RFC 9457 problem details: one exception type for expected errors, and the handlers that render
-every error (ours, FastAPI's, validation, unexpected) as `application/problem+json`."""
+"""RFC 9457 problem details: one exception type for expected errors, the problem that answers a
+decision curation refused, and the handlers that render every error (ours, FastAPI's,
+validation, unexpected) as `application/problem+json`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from curation.refusals import Refused
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -27,6 +30,13 @@ class ProblemError(Exception):
         self.detail = detail
         self.headers = headers
         self.extra = extra
+
+
+def refusal_problem(exc: Refused) -> ProblemError:
+    """A decision curation refused (a review, a ruling on dedup), as the problem answering it: its
+    status, its detail and its machine-readable `reason`."""
+    title = {404: "Not Found", 409: "Conflict"}.get(exc.status, "Invalid request")
+    return ProblemError(exc.status, title, exc.detail, reason=exc.reason)
 
 
 def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:

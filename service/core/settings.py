@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
-    from curation.dedup.deduplicator import DedupConfig
+    from curation.dedup.rules import DedupConfig
 
 DEVELOPMENT_SECRET_KEY = "goldenset-development-secret-key-do-not-use-in-production"
 DEFAULT_DATABASE_URL = "sqlite:///./var/goldenset.db"
@@ -38,11 +38,16 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
-    # Unset thresholds take `curation.dedup.deduplicator.DedupConfig`'s defaults (see `dedup_config`), so a change
+    # Unset thresholds take `curation.dedup.rules.DedupConfig`'s defaults (see `dedup_config`), so a change
     # there changes the default here; reading them lazily keeps the CLI from importing datasketch.
     dedup_minhash_threshold: float | None = Field(default=None, gt=0, le=1, description="Estimated Jaccard for a near-verbatim duplicate; unset: DedupConfig's.")
-    dedup_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase; unset: DedupConfig's.")
-    dedup_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Embedding score for a paraphrase of a short text; unset: DedupConfig's.")
+    dedup_embedding_threshold: float | None = Field(
+        default=None, gt=0, le=1, description="Body cosine for a paraphrase of a guarded (exposed, released or reference) item; unset: DedupConfig's."
+    )
+    dedup_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="The same for a short text; unset: DedupConfig's.")
+    dedup_fresh_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Body cosine for a paraphrase of a fresh item; unset: DedupConfig's.")
+    dedup_fresh_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="The same for a short text; unset: DedupConfig's.")
+    dedup_fresh_title_threshold: float | None = Field(default=None, gt=0, le=1, description="Title cosine a paraphrase of a fresh item also needs; unset: DedupConfig's.")
     curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
@@ -72,14 +77,17 @@ class Settings(BaseSettings):
 
     def dedup_config(self) -> DedupConfig:
         """The dedup thresholds in force: these settings where set, `DedupConfig`'s defaults otherwise."""
-        from curation.dedup.deduplicator import DedupConfig
+        from curation.dedup.rules import DedupConfig
 
         defaults = DedupConfig()
         return dataclasses.replace(
             defaults,
-            minhash_threshold=defaults.minhash_threshold if self.dedup_minhash_threshold is None else self.dedup_minhash_threshold,
-            embedding_threshold=defaults.embedding_threshold if self.dedup_embedding_threshold is None else self.dedup_embedding_threshold,
-            short_embedding_threshold=defaults.short_embedding_threshold if self.dedup_short_embedding_threshold is None else self.dedup_short_embedding_threshold,
+            minhash_threshold=self.dedup_minhash_threshold or defaults.minhash_threshold,
+            guard_embedding_threshold=self.dedup_embedding_threshold or defaults.guard_embedding_threshold,
+            guard_short_embedding_threshold=self.dedup_short_embedding_threshold or defaults.guard_short_embedding_threshold,
+            fresh_embedding_threshold=self.dedup_fresh_embedding_threshold or defaults.fresh_embedding_threshold,
+            fresh_short_embedding_threshold=self.dedup_fresh_short_embedding_threshold or defaults.fresh_short_embedding_threshold,
+            fresh_title_threshold=self.dedup_fresh_title_threshold or defaults.fresh_title_threshold,
         )
 
 

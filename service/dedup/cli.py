@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from service.core.settings import get_settings
 from service.core.terminal import EXIT_BUSY, err, fail, open_engine, out, progress_bar
+from service.dedup.dedup_cli import dedup_app
+
+REDECIDE_SHOWN = 20
 
 if TYPE_CHECKING:
     from curation.dedup.deduplicator import CurationSummary
@@ -83,6 +86,47 @@ def _run_refingerprint() -> None:
     err.print(f"re-fingerprinted {summary.items} items ({summary.encoded} texts encoded)")
 
 
+def _run_redecide() -> None:
+    """Re-decide with a progress bar and print what changed."""
+    from curation.dedup.redecide import REOPENED_STATUSES
+    from schemas.item import Item
+    from service.dedup.encoder import get_encoder
+    from service.dedup.runner import run_redecide
+
+    settings = get_settings()
+    engine = open_engine()
+    with Session(engine) as session:
+        decided = len(session.exec(select(Item.id).where(col(Item.status).in_(REOPENED_STATUSES))).all())
+    with err.status("loading the embedding model"):
+        encoder = get_encoder(settings)
+    with progress_bar() as progress:
+        task = progress.add_task("re-deciding", total=decided)
+
+        def on_batch(state: CurationSummary) -> None:
+            progress.update(task, completed=min(decided, state.decided), description=f"re-deciding ({state.duplicate} duplicates so far)")
+
+        summary = run_redecide(engine, settings, encoder=encoder, on_batch=on_batch)
+    table = Table(title="re-decided", show_header=False)
+    table.add_row("decided again", str(summary.reopened))
+    table.add_row("kept as people decided (overrides, reviewed, released)", str(summary.kept))
+    table.add_row("unchanged", str(summary.unchanged))
+    for kind, count in sorted(summary.by_kind.items()):
+        table.add_row(f"  changed: {kind}" + (" (another item matched)" if kind == "duplicate -> duplicate" else ""), str(count))
+    out.print(table)
+    if summary.changes:
+        shown = summary.changes[:REDECIDE_SHOWN]
+        with Session(engine) as session:
+            titles = {item.id: item.title for item in session.exec(select(Item).where(col(Item.id).in_([change.item_id for change in shown])))}
+        changed = Table(title=f"changes (first {len(shown)} of {len(summary.changes)})")
+        for column in ("item", "before", "after", "title"):
+            changed.add_column(column)
+        for change in shown:
+            before = change.before.status + (f" of {change.before.duplicate_of}" if change.before.duplicate_of else "")
+            after = change.after.status + (f" of {change.after.duplicate_of}" if change.after.duplicate_of else "")
+            changed.add_row(str(change.item_id), before, after, titles.get(change.item_id, "")[:80])
+        out.print(changed)
+
+
 def _print_curation(summary: CurationSummary) -> None:
     table = Table(title="curation", show_header=False)
     for label, value in (("decided", summary.decided), ("unique", summary.unique), ("duplicate", summary.duplicate), ("contaminated", summary.contaminated)):
@@ -100,6 +144,16 @@ def curate(
     refingerprint: Annotated[
         bool, typer.Option("--refingerprint", help="First recompute fingerprints made with another recipe or embedding model (after an upgrade or a model change).")
     ] = False,
+    redecide: Annotated[
+        bool,
+        typer.Option(
+            "--redecide",
+            help=(
+                "Decide again every item dedup decided, under the current rules and thresholds (after an upgrade or a threshold change); "
+                "overrides, reviewed and released items stay as they are. Prints what changed."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item
     (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
@@ -112,7 +166,12 @@ def curate(
     try:
         if refingerprint:
             _run_refingerprint()
-        _run_curation(limit=limit)
+        if redecide:
+            if limit is not None:
+                raise fail("--redecide decides every item again; it does not take --limit")
+            _run_redecide()
+        else:
+            _run_curation(limit=limit)
     except CurationBusy as exc:
         raise fail(str(exc), EXIT_BUSY) from exc
     except MixedRecipeError as exc:
@@ -120,5 +179,6 @@ def curate(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `curate` to the `goldenset` app."""
+    """Add `curate` and the `dedup` group (`service.dedup.dedup_cli`) to the `goldenset` app."""
     app.command()(curate)
+    app.add_typer(dedup_app, name="dedup")

@@ -1,15 +1,19 @@
-"""Explaining and trying dedup: the items most like a stored item, and the verdict a text would get.
+"""Dedup over HTTP: explaining it (the items most like a stored item, the verdict a text would
+get), its figures and close calls, and people overruling it.
 
-Both read the app's `DedupReader` index (rebuilt when curation decided something since it was
-built) and never write. Only `/v1/dedup/check` runs the embedding model, in the thread pool and
-behind the app's semaphore, never on the event loop (the model takes one call at a time, so a
-check may wait for a curation batch to finish encoding); `/similar` uses the stored vectors (the
-model is loaded for its id, never run).
+`/similar` and `/v1/dedup/check` read the app's `DedupReader` index (rebuilt when curation decided
+something since it was built) and never write. Only `/v1/dedup/check` runs the embedding model, in
+the thread pool and behind the app's semaphore, never on the event loop (the model takes one call
+at a time, so a check may wait for a curation batch to finish encoding); `/similar` uses the
+stored vectors (the model is loaded for its id, never run). The rulings
+(`curation.dedup.overrides`) write in the request's transaction; curation reads them on every
+later run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -19,17 +23,22 @@ from sqlmodel import Session
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.index import MixedRecipeError
+from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
-from schemas.dedup import DedupCheck, DedupCheckResult, SimilarRead
+from curation.dedup.stats import LOW_MARGIN
+from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
+from schemas.item import Item, ItemRead
 from service.core.audit import audit_content_read
-from service.core.auth import Principal, ReadPrincipal
-from service.core.deps import IdPath, SecretKeyDep, SessionDep
-from service.core.problems import ProblemError, problem_doc
+from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
+from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
+from service.core.problems import ProblemError, problem_doc, refusal_problem
 from service.dedup.reader import DedupReader
-from service.items.reads import require_item, similar_reads, withheld
+from service.dedup.reads import low_margin_for_readers, stats_for_readers
+from service.items.reads import item_read, require_item, similar_reads, withheld
 
 router = APIRouter(tags=["dedup"])
 MAX_K = 100
+MAX_LOW_MARGIN = 500
 ITEM_DETAILS = ("matched_item", "kept_over", "best_jaccard", "best_embedding")
 
 
@@ -120,3 +129,69 @@ async def check(
         result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key)
     await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)
     return result
+
+
+def _ruled(request: Request, principal: Principal, session: Session, secret_key: str, item_id: int, rule: Callable[[], Item]) -> ItemRead:
+    """Apply a ruling and answer the item as it is now (without its content when it is sealed)."""
+    try:
+        rule()
+    except OverrideRefused as exc:
+        session.rollback()
+        raise refusal_problem(exc) from exc
+    session.commit()
+    item, source = require_item(session, item_id)
+    sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
+    answer = item_read(item, source, sealed=sealed)
+    # The audit writes on a connection of its own: on SQLite this read transaction (BEGIN
+    # IMMEDIATE) would hold the write lock it waits for.
+    session.rollback()
+    if not sealed:
+        audit_content_read(request, principal, [item_id])
+    return answer
+
+
+@router.post("/v1/items/{item_id}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
+    """Rule that a duplicate (or contaminated) item is not a duplicate of the item it names, with a
+    note saying why: it becomes `unique` (and waits for review), and no curation run matches the
+    pair again. Audited (`item.not_duplicate`). Refused: `note_required` (422, a blank note),
+    `not_found` (404), `not_a_duplicate` (409)."""
+    rule = partial(rule_not_duplicate, session=session, item_id=item_id, note=data.note, actor=principal.actor)
+    return _ruled(request, principal, session, secret_key, item_id, rule)
+
+
+@router.post("/v1/items/{item_id}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+def duplicate_of(item_id: IdPath, data: DuplicateOfBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
+    """Rule by hand that a curated item is a duplicate of item `item_id` of the body, with a note:
+    it becomes `duplicate` (`contaminated` when that item belongs to a reference corpus) and stays
+    so whenever it is curated again. Audited (`item.duplicate_of`). Refused: `same_item` and
+    `note_required` (422), `not_found` (404, either item), `not_curated`, `reviewed`, `retired`,
+    `reference_item`, `other_not_curated` and `other_is_duplicate` (409; the last names the item
+    to point at instead)."""
+    rule = partial(rule_duplicate_of, session=session, item_id=item_id, other_id=data.item_id, note=data.note, actor=principal.actor)
+    return _ruled(request, principal, session, secret_key, item_id, rule)
+
+
+@router.get("/v1/dedup/stats", response_model=DedupStats, responses=problem_doc(401, 403))
+def stats(request: Request, principal: ReadPrincipal, session: SessionDep, secret_key: SecretKeyDep) -> DedupStats:
+    """What dedup decided: items by status, decisions in force by stage and rule, the cluster-size
+    distribution and the ten largest clusters (a sealed representative's title withheld), people's
+    rulings in force by kind, and the share of decided items marked duplicate."""
+    figures = stats_for_readers(session=session, secret_key=secret_key)
+    audit_content_read(request, principal, [cluster.representative for cluster in figures.largest_clusters if not cluster.sealed], "dedup.stats_read")
+    return figures
+
+
+@router.get("/v1/dedup/low-margin", response_model=list[LowMarginDuplicate], responses=problem_doc(401, 403, 422))
+def low_margin(
+    principal: CuratePrincipal,
+    session: SessionDep,
+    secret_key: SecretKeyDep,
+    source: Annotated[str | None, Query(description="Only duplicates of this source.")] = None,
+    margin: Annotated[float, Query(gt=0, le=1, description="Only decisions whose score cleared its threshold by less than this.")] = LOW_MARGIN,
+    limit: Annotated[int, Query(ge=1, le=MAX_LOW_MARGIN)] = 50,
+) -> list[LowMarginDuplicate]:
+    """Duplicates decided with a low margin, closest call first, for a person to check: the item,
+    the item it matched, the stage, the rule (`fresh` or `guard`), the score and its margin over
+    the threshold. Pairs with a sealed item are left out."""
+    return low_margin_for_readers(session=session, secret_key=secret_key, sources=None if source is None else [source], margin=margin, limit=limit)

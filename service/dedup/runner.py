@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.dedup.deduplicator import CurationSummary, DedupConfig, Deduplicator
+from curation.dedup.deduplicator import CurationSummary, Deduplicator
 from curation.dedup.embeddings import EmbeddingCache, Encoder
 from curation.dedup.fingerprints import MinHashRecipe
+from curation.dedup.redecide import RedecideSummary, changes, reopen
 from curation.dedup.refingerprint import RefingerprintSummary, refingerprint, stale_count
+from curation.dedup.rules import DedupConfig
 from curation.dedup.state import IndexState, index_state, pending_count
 from service.core.db import write_transaction
 from service.core.locks import LockBusy, exclusive
@@ -167,6 +169,35 @@ def run_refingerprint(
     finally:
         runner.lock.release()
     logger.info("re-fingerprinted %s items; %s texts encoded", summary.items, summary.encoded)
+    return summary
+
+
+def run_redecide(
+    engine: Engine,
+    settings: Settings,
+    *,
+    encoder: Encoder | None = None,
+    on_batch: Callable[[CurationSummary], None] | None = None,
+) -> RedecideSummary:
+    """Decide again, under the current rules and thresholds, every item dedup decided and people
+    did not (`curation.dedup.redecide`), then whatever else is pending, under the `curation`
+    lock; raises `CurationBusy` like `run_curation`. Returns what changed."""
+    runner = _runner(engine)
+    if not runner.lock.acquire(blocking=False):
+        raise CurationBusy("a curation run is already going in this process")
+    try:
+        with exclusive(engine, LOCK_NAME):
+            with write_transaction(engine) as writer:
+                before, kept = reopen(writer)
+            runner.deduplicators.clear()  # their indexes hold the reopened items
+            _run_locked(engine, settings, runner, encoder=encoder, limit=None, on_batch=on_batch)
+            with Session(engine) as reader:
+                summary = changes(reader, before, kept)
+    except LockBusy as exc:
+        raise CurationBusy("another process is curating this database; re-decide when it is done") from exc
+    finally:
+        runner.lock.release()
+    logger.info("re-decided %s items (%s kept as people decided them): %s changed %s", summary.reopened, summary.kept, len(summary.changes), summary.by_kind)
     return summary
 
 

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from curation.dedup.overrides import overrides_of
 from curation.review import ReviewRefused, decide, review_batch
 from schemas.common import Instant
 from schemas.item import ItemDetail, ItemPage, ItemRead, ItemStatus
@@ -18,12 +19,11 @@ from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, Revie
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
-from service.core.problems import ProblemError, problem_doc
+from service.core.problems import problem_doc, refusal_problem
 from service.items.reads import dedup_read, item_page, item_read, require_item, withheld
 
 router = APIRouter(prefix="/v1/items")
 MAX_PAGE = 500
-REFUSAL_TITLES = {404: "Not Found", 409: "Conflict"}
 
 
 @router.get("", response_model=ItemPage, responses=problem_doc(401, 403, 422), tags=["items"])
@@ -58,14 +58,16 @@ def list_items(
 
 @router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
 def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
-    """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding, none),
-    `score` and `decided_at` of curation's newest decision about it. A sealed item comes without
-    its content, dates, content hash and dedup details (`sealed: true`)."""
+    """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding,
+    override, none), `score` and `decided_at` of curation's newest decision about it; and
+    `overrides`, people's rulings naming it. A sealed item comes without its content, dates,
+    content hash, dedup details and rulings (`sealed: true`)."""
     item, source_name = require_item(session, item_id)
     sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
     if not sealed:
         audit_content_read(request, principal, [item_id])
-    return ItemDetail(**item_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item, sealed=sealed))
+    overrides = [] if sealed else overrides_of(session, item_id)
+    return ItemDetail(**item_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item, sealed=sealed), overrides=overrides)
 
 
 def _decide(session: WriteSessionDep, item_id: int, decision: Decision, reason: str, actor: str) -> ItemRead:
@@ -73,7 +75,7 @@ def _decide(session: WriteSessionDep, item_id: int, decision: Decision, reason: 
         decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=actor)
     except ReviewRefused as exc:
         session.rollback()
-        raise ProblemError(exc.status, REFUSAL_TITLES.get(exc.status, "Invalid request"), exc.detail, reason=exc.reason) from exc
+        raise refusal_problem(exc) from exc
     session.commit()
     item, source = require_item(session, item_id)
     return item_read(item, source)

@@ -109,7 +109,7 @@ def test_check_reports_a_paraphrase_and_stores_nothing(live_server: LiveServer, 
     result = response.json()
     original = ids["13396628"]
     assert (result["status"], result["stage"], result["duplicate_of"], result["matched_item"]) == ("duplicate", "embedding", original, original)
-    assert result["score"] >= live_server.settings.dedup_config().embedding_threshold
+    assert result["score"] >= live_server.settings.dedup_config().guard_embedding_threshold
     assert result["similar"][0]["id"] == original and len(result["similar"]) == 3
     assert "best_embedding" in result["details"]
     assert (unrelated["status"], unrelated["stage"], unrelated["duplicate_of"]) == ("unique", "none", None)

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
@@ -14,23 +13,15 @@ from typer.testing import CliRunner
 
 from schemas.item import Item
 from service.cli import app
-from service.core.settings import get_settings
-from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.integration.test_refresh import kev
+from tests.support.command_line import command_line
 
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    encoder = HashingEncoder()
-    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings: encoder)
-    for module in ("service.evals.cli", "service.items.cli"):
-        monkeypatch.setattr(f"{module}.out", Console(width=200))
-    monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)
-    monkeypatch.setenv("GOLDENSET_SECRET_KEY", TEST_SECRET_KEY)
-    get_settings.cache_clear()
-    yield CliRunner()
-    get_settings.cache_clear()
+    with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli")) as runner:
+        yield runner
 
 
 def _ids(engine: Engine) -> dict[str, int]:

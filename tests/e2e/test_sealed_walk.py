@@ -136,8 +136,9 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     assert response.status_code < 500, (path, query, response.text[:300])
                     leaked = [secret for secret in secrets if secret and secret in response.text]
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
-    # Every GET endpoint answered something; only the admin's audit refused the reader outright.
-    # (The temporal-split report needs `model` and `eval` or `corpus` in the query: 422 without them.)
-    assert {template for template, codes in statuses.items() if 200 not in codes} == {"/v1/audit", "/v1/reports/temporal-split"}
+    # Every GET endpoint answered something; only the admin's audit and the curators' low-margin
+    # duplicates refused the reader outright. (The temporal-split report needs `model` and `eval`
+    # or `corpus` in the query: 422 without them.)
+    assert {template for template, codes in statuses.items() if 200 not in codes} == {"/v1/audit", "/v1/dedup/low-margin", "/v1/reports/temporal-split"}
     assert statuses["/v1/evals/{name}/releases/{ref}/items"] >= {200, 403}
     assert requests > 200

@@ -67,7 +67,7 @@ def test_planted_duplicates_are_found_at_the_right_stage(engine: Engine, setting
             assert (plant.status, plant.duplicate_of, decision.stage, decision.matched_item_id) == (ItemStatus.DUPLICATE.value, original.id, stage.value, original.id), kind
         thresholds = settings.dedup_config()
         assert (_newest_decision(session, items["PLANT-NEAR"].id).score or 0) >= thresholds.minhash_threshold
-        assert (_newest_decision(session, items["PLANT-PARAPHRASE"].id).score or 0) >= thresholds.embedding_threshold
+        assert (_newest_decision(session, items["PLANT-PARAPHRASE"].id).score or 0) >= thresholds.guard_embedding_threshold
         # The exact copy was never embedded: found by its normalised hash alone.
         assert not [text for text in counting.texts if "bytesPendingUpload=5531" in text]
         assert [text for text in counting.texts if "bytesPendingUpload=106716" in text]

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup.deduplicator import DedupConfig, Deduplicator
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.rules import DedupConfig
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.model_registry import TrainsOnInputs

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from curation.dedup.deduplicator import DedupConfig
 from curation.dedup.fingerprints import MinHashRecipe, shingles, sketch_texts, tokens
+from curation.dedup.rules import DedupConfig
 from curation.dedup.text_kind import TextKind, looks_machine_written, text_kind
 from ingest.normalisation import content_hash, normalise_text
 

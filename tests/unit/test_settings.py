@@ -24,11 +24,11 @@ def test_settings_come_from_goldenset_variables(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_dedup_thresholds_default_to_the_engines() -> None:
-    from curation.dedup.deduplicator import DedupConfig
+    from curation.dedup.rules import DedupConfig
 
     assert Settings().dedup_config() == DedupConfig()
     custom = Settings(dedup_minhash_threshold=0.9, dedup_embedding_threshold=0.85).dedup_config()
-    assert (custom.minhash_threshold, custom.embedding_threshold, custom.neighbours) == (0.9, 0.85, DedupConfig().neighbours)
+    assert (custom.minhash_threshold, custom.guard_embedding_threshold, custom.neighbours) == (0.9, 0.85, DedupConfig().neighbours)
     with pytest.raises(ValidationError):
         Settings(dedup_embedding_threshold=1.5)
 

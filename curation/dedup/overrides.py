@@ -1,0 +1,115 @@
+"""People overruling dedup: an item ruled not a duplicate of the item it was matched with, or ruled
+a duplicate of another item by hand.
+
+A ruling is a `DedupOverride` row, and it also changes the item at once: its status, its
+`duplicate_of`, a `DedupDecision` of stage `override` (rule `override`) and an audit event. The
+engine reads the rulings on every later run (`curation.dedup.facts.StoredFacts`): a pair ruled
+apart is never matched again, and an item ruled a duplicate is decided a duplicate of that item
+whenever it is curated again; the newest ruling of a pair is in force. Re-fingerprinting keeps
+decisions as they are. Items that name the ruled item as their `duplicate_of` keep naming it.
+
+Every function works in the session it is given and never commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_
+from sqlmodel import Session, col, select
+
+from curation.refusals import Refused
+from schemas.audit import AuditEvent
+from schemas.common import read_model, utcnow
+from schemas.dedup import DedupDecision, DedupOverride, DedupStage, OverrideKind, OverrideRead
+from schemas.item import Item, ItemStatus
+
+_DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)
+# Why an item in a status no ruling may change is refused: (reason, what to tell the person).
+_UNDECIDABLE = {
+    ItemStatus.CANDIDATE.value: ("not_curated", "curation has not decided it yet: curate first (`goldenset curate`), then rule on its verdict"),
+    ItemStatus.APPROVED.value: ("reviewed", "it was approved in review, and a reviewed item keeps its review"),
+    ItemStatus.REJECTED.value: ("reviewed", "it was rejected in review, and a reviewed item keeps its review"),
+    ItemStatus.RETIRED.value: ("retired", "it was retired from its evals, which keep it as it was"),
+    ItemStatus.REFERENCE.value: ("reference_item", "it belongs to a public reference corpus, which is matched against and never ruled on; rule the other item a duplicate of it"),
+}
+
+
+class OverrideRefused(Refused):
+    """A ruling cannot be taken (`curation.refusals.Refused`)."""
+
+
+def _note(note: str, item_id: int) -> str:
+    note = note.strip()
+    if not note:
+        raise OverrideRefused("note_required", f"overruling dedup about item {item_id} needs a note saying why, so the ruling can be understood later", 422)
+    return note
+
+
+def _item(session: Session, item_id: int) -> Item:
+    item = session.get(Item, item_id)
+    if item is None:
+        raise OverrideRefused("not_found", f"no item with id {item_id}", 404)
+    return item
+
+
+def _record(session: Session, item: Item, *, kind: OverrideKind, other_id: int, note: str, actor: str, decision: dict[str, Any]) -> None:
+    """The ruling, the item's new decision and the audit event; `item` already holds its new state."""
+    assert item.id is not None
+    item.updated_at = utcnow()
+    session.add(item)
+    session.add(DedupOverride(item_id=item.id, other_id=other_id, kind=kind.value, note=note, actor=actor))
+    details = {"rule": "override", **decision, "note": note, "actor": actor}
+    session.add(DedupDecision(item_id=item.id, status=item.status, stage=DedupStage.OVERRIDE.value, matched_item_id=item.duplicate_of, details=details))
+    session.add(
+        AuditEvent(actor=actor, action=f"item.{kind.value}", object_type="item", object_id=str(item.id), details={"other_id": other_id, "note": note, "status": item.status})
+    )
+
+
+def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str) -> Item:
+    """Rule that a `duplicate` or `contaminated` item is not a duplicate of the item it names: it
+    becomes `unique` (so it goes to review) and that pair is never matched again. Raises
+    OverrideRefused: `note_required` (422), `not_found` (404), `not_a_duplicate` (409)."""
+    note = _note(note, item_id)
+    item = _item(session, item_id)
+    if item.status not in _DUPLICATES or item.duplicate_of is None:
+        raise OverrideRefused("not_a_duplicate", f"item {item_id} is {item.status}, not a duplicate: only a duplicate or contaminated item can be ruled not a duplicate", 409)
+    other = item.duplicate_of
+    item.status, item.duplicate_of = ItemStatus.UNIQUE.value, None
+    _record(session, item, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision={"ruled_apart_from": other})
+    return item
+
+
+def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: str, actor: str) -> Item:
+    """Rule by hand that an item dedup decided (`unique`, `duplicate` or `contaminated`) is a
+    duplicate of `other_id`, a decided item that is no duplicate itself: it becomes `duplicate`
+    (`contaminated` when the other is a reference item) naming it, and stays so whenever it is
+    curated again. Raises OverrideRefused: `same_item` (422), `note_required` (422), `not_found`
+    (404, either item), for the item `not_curated`, `reviewed`, `retired` or `reference_item` (409),
+    for the other `other_not_curated` or `other_is_duplicate` (409)."""
+    if item_id == other_id:
+        raise OverrideRefused("same_item", f"item {item_id} cannot be a duplicate of itself: name the item it duplicates", 422)
+    note = _note(note, item_id)
+    item, other = _item(session, item_id), _item(session, other_id)
+    if item.status in _UNDECIDABLE:
+        reason, why = _UNDECIDABLE[item.status]
+        raise OverrideRefused(reason, f"item {item_id} is {item.status}: {why}", 409)
+    if other.status == ItemStatus.CANDIDATE.value:
+        raise OverrideRefused("other_not_curated", f"item {other_id} is a candidate curation has not decided yet: curate first (`goldenset curate`)", 409)
+    if other.duplicate_of is not None or other.status in _DUPLICATES:
+        raise OverrideRefused(
+            "other_is_duplicate", f"item {other_id} is itself a duplicate of item {other.duplicate_of}: rule item {item_id} a duplicate of item {other.duplicate_of} instead", 409
+        )
+    contaminated = other.status == ItemStatus.REFERENCE.value
+    item.status, item.duplicate_of = (ItemStatus.CONTAMINATED if contaminated else ItemStatus.DUPLICATE).value, other_id
+    _record(session, item, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision={"matched_item": other_id})
+    return item
+
+
+def overrides_of(session: Session, item_id: int) -> list[OverrideRead]:
+    """Every ruling naming `item_id` on either side, oldest first, each marked `in_force` when it is
+    the newest ruling of its pair."""
+    query = select(DedupOverride).where(or_(col(DedupOverride.item_id) == item_id, col(DedupOverride.other_id) == item_id)).order_by(col(DedupOverride.id))
+    rulings = list(session.exec(query))
+    newest = {frozenset((ruling.item_id, ruling.other_id)): ruling.id for ruling in rulings}
+    return [read_model(OverrideRead, ruling, in_force=newest[frozenset((ruling.item_id, ruling.other_id))] == ruling.id) for ruling in rulings]

@@ -1,0 +1,266 @@
+"""The dedup decision rules: when a text is a duplicate of an indexed item, and which rule said so.
+
+The two errors are not alike for an eval set. A false merge silently throws away a scarce fresh
+incident; a missed paraphrase of an item already exposed, released or in a public reference
+corpus lets contamination back in. So the rules differ by what the text is matched against:
+
+- `exact`: the same normalised text, and titles that name nothing different (normalisation masks
+  numbers, so "Upgrade to Jetty 9.4.44" and "... 9.4.39" share a hash but not a task).
+- `guard` (recall first): a guarded item (a public reference item, or one exposed to an endpoint
+  that may train on it, or released in an eval) near-verbatim (`minhash_threshold`) or as a
+  paraphrase (`guard_embedding_threshold`, `guard_short_embedding_threshold` for short texts).
+- `fresh` (precision first): any other item, near-verbatim, or as a paraphrase with both the body
+  (`fresh_embedding_threshold`; `fresh_short_embedding_threshold` for a short text without a
+  title, such as a headline) and the title (`fresh_title_threshold`) close. Text the whole
+  source shares (a report template, a test harness's stack frames: `curation.dedup.boilerplate`)
+  is no evidence: when it is a large part of either text, what is left of the two must still be
+  as close.
+- `machine`: a short machine-written message (a log line, an alert) matches only exact and
+  near-verbatim copies: two such lines that differ in one word are usually different events.
+
+Every rule also needs the two titles to name nothing different
+(`curation.dedup.identifiers.distinction`: another version, CVE, module, test, host, template
+target or scope); a short text without a title (a log line, a headline) is all content and is
+judged whole. A text is matched only against a cluster's representative, never through one
+of its duplicates (no chaining), except for an exact copy; pairs a person ruled apart are never
+matched. The verdict names the item matched, the rule, the score and its margin over the
+threshold that applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from curation.dedup.boilerplate import CommonLines
+from curation.dedup.embeddings import Vectors, body_text
+from curation.dedup.identifiers import distinction
+from curation.dedup.index import SimilarityIndex
+from curation.dedup.text_kind import TextKind
+from schemas.dedup import DedupStage
+from schemas.item import Item, ItemStatus
+
+RULES_VERSION = "r2"
+# A fresh match is checked without its source's common lines when they are this share of either text.
+TEMPLATE_SHARE = 0.2
+VETOES_SHOWN = 5
+"""Names this set of rules; a decision records it, and `goldenset curate --redecide` applies a newer one."""
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Decision thresholds, chosen on ../shared/data (see the README's figures and
+    bench/dedup_quality.py).
+
+    `minhash_threshold`: estimated Jaccard of the recipe's shingles at or above which two texts
+    are near-verbatim copies. `guard_embedding_threshold` (`guard_short_embedding_threshold` for
+    texts of at most the recipe's `short_tokens` tokens): body cosine at or above which a text is a
+    paraphrase of a guarded item (best F1 near 0.72 on Hadoop bug reports and 0.75 on news
+    headlines). `fresh_embedding_threshold` (`fresh_short_embedding_threshold` for short texts
+    without a title) and `fresh_title_threshold`: body and title cosines a paraphrase of a fresh item needs, both
+    (on the labelled nearest neighbours of Hadoop reports, pairs below 0.85 were almost all
+    related but distinct; short headlines that say one thing in other words sit near 0.75).
+    `neighbours`: embedding neighbours examined per candidate.
+    """
+
+    minhash_threshold: float = 0.65
+    guard_embedding_threshold: float = 0.72
+    guard_short_embedding_threshold: float = 0.75
+    fresh_embedding_threshold: float = 0.85
+    fresh_short_embedding_threshold: float = 0.75
+    fresh_title_threshold: float = 0.70
+    neighbours: int = 10
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        for name in (
+            "minhash_threshold",
+            "guard_embedding_threshold",
+            "guard_short_embedding_threshold",
+            "fresh_embedding_threshold",
+            "fresh_short_embedding_threshold",
+            "fresh_title_threshold",
+        ):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if self.neighbours < 1 or self.batch_size < 1:
+            raise ValueError("neighbours and batch_size must be at least 1")
+
+    def thresholds(self, kind: TextKind, *, titled: bool = False) -> dict[str, float]:
+        """The thresholds that apply to a text of `kind`, by name (recorded with each decision).
+        A `titled` report, however short, is held to the long-text bar for fresh items: short
+        reports of one kind ("Upgrade X to ...") embed closer than short sentences do."""
+        if kind is TextKind.MACHINE:
+            return {"minhash": self.minhash_threshold}
+        short = kind is TextKind.SHORT
+        guard = self.guard_short_embedding_threshold if short else self.guard_embedding_threshold
+        fresh = self.fresh_short_embedding_threshold if short and not titled else self.fresh_embedding_threshold
+        return {"minhash": self.minhash_threshold, "guard": guard, "fresh": fresh, "fresh_title": self.fresh_title_threshold}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A decision: `status` (unique, duplicate or contaminated), the `stage` that found the match,
+    its `score`, the item `matched` (None when unique) and the `details` that explain it (the rule,
+    the margin over the threshold, the runner-up scores, a vetoed match and why)."""
+
+    status: str
+    stage: str
+    score: float | None = None
+    matched: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rule(self) -> str | None:
+        rule = self.details.get("rule")
+        return rule if isinstance(rule, str) else None
+
+
+@dataclass(frozen=True)
+class ItemText:
+    """An item's text as a decision reads it."""
+
+    source_id: int
+    title: str
+    input: str
+
+    @property
+    def display_title(self) -> str:
+        return display_title(self.title, self.input)
+
+
+class Facts(Protocol):
+    """What a decision needs to know of indexed items beyond the index: read on demand."""
+
+    def texts(self, item_ids: Collection[int]) -> dict[int, ItemText]:
+        """The source, title and input of each item."""
+
+    def common_lines(self, source_id: int) -> CommonLines:
+        """The lines common to a source's items (`curation.dedup.boilerplate`)."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors | None:
+        """Body vectors of `texts` (None: texts cannot be encoded here, and are compared whole)."""
+
+    def guarded(self, item_ids: Collection[int]) -> set[int]:
+        """The items exposed to an endpoint that may train on them, or released in an eval."""
+
+    def kept_apart(self, item_id: int) -> set[int]:
+        """The items a person ruled not a duplicate of `item_id`, either way round."""
+
+
+def display_title(title: str, input_text: str) -> str:
+    """The title a decision compares: the item's, or the first line of its input."""
+    return title.strip() or next((line.strip() for line in input_text.splitlines() if line.strip()), "")
+
+
+@dataclass
+class _Match:
+    stage: DedupStage
+    rule: str
+    score: float
+    threshold: float
+    other: int
+
+
+def judge(
+    item: Item,
+    sketch: Any,
+    body: Vectors | None,
+    title: Vectors | None,
+    *,
+    index: SimilarityIndex,
+    kind: TextKind,
+    config: DedupConfig,
+    facts: Facts,
+    details: dict[str, Any],
+    exclude: Sequence[int] = (),
+) -> Verdict:
+    """The verdict on one text against `index` (no writes). `details` starts the decision's
+    explanation (recipe, model, text kind); the rule, scores and any vetoed match are added."""
+    excluded = set(exclude) | (facts.kept_apart(item.id) if item.id is not None else set())
+    mine = ItemText(item.source_id, item.title, item.input)
+    thresholds = config.thresholds(kind, titled=bool(item.title))
+    details = {**details, "rules": RULES_VERSION, "thresholds": thresholds}
+
+    def compatible(other_id: int) -> bool:
+        other = index.get(other_id)
+        return other_id not in excluded and (item.identity_key is None or other.identity is None or other.identity == item.identity_key)
+
+    def representative(other_id: int) -> bool:
+        return index.get(other_id).root == other_id
+
+    near = [(other_id, score) for other_id, score in index.near(sketch) if compatible(other_id)]
+    neighbours = []
+    if kind is not TextKind.MACHINE and body is not None and title is not None:
+        neighbours = [n for n in index.nearest(body, title, config.neighbours + len(excluded)) if compatible(n.item_id) and representative(n.item_id)]
+    # An exact copy of any member is the same text; a representative is named first when one is copied.
+    exact = sorted((other_id for other_id in index.exact(item.content_hash) if compatible(other_id)), key=lambda other_id: not representative(other_id))
+    named = [*exact, *(other_id for other_id, _ in near), *(n.item_id for n in neighbours)]
+    bare_line = kind is TextKind.MACHINE and not item.title  # a log line: nothing but its text
+    texts = facts.texts(named) if not bare_line else {}
+    guarded = facts.guarded(named) | {other_id for other_id in named if index.get(other_id).status == ItemStatus.REFERENCE.value}
+    if near:
+        details["best_jaccard"] = {"item": near[0][0], "score": round(near[0][1], 4)}
+    if neighbours:
+        best = max(neighbours, key=lambda neighbour: neighbour.body_cosine)
+        details["best_embedding"] = {"item": best.item_id, "cosine": round(best.body_cosine, 4), "title_cosine": round(best.title_cosine, 4)}
+
+    def apart(match: _Match) -> str | None:
+        other = texts.get(match.other)
+        if other is None:
+            return None
+        # Titles name the task; a short text without one (a log line, a headline, an alert
+        # message) is all content, and masking and the embedding already judged it whole.
+        titled = bool(item.title and other.title) or kind is TextKind.LONG
+        why = distinction(mine.display_title, other.display_title) if titled else None
+        if why is None and match.rule == "fresh":
+            why = _alike_in_template_only(mine, other, facts, thresholds["fresh"])
+        return why
+
+    candidates: list[_Match] = [_Match(DedupStage.EXACT, "exact", 1.0, 1.0, other_id) for other_id in exact]
+    for other_id, score in near:
+        if score >= config.minhash_threshold and (representative(other_id)):
+            rule = "machine" if kind is TextKind.MACHINE else ("guard" if other_id in guarded else "fresh")
+            if rule == "fresh" and title is not None and float(index.vectors(other_id)[1] @ title) < thresholds["fresh_title"]:
+                continue  # the same words under another title: one report quoting another, a list of failures
+            candidates.append(_Match(DedupStage.MINHASH, rule, score, config.minhash_threshold, other_id))
+    for neighbour in neighbours:
+        if neighbour.item_id in guarded and neighbour.body_cosine >= thresholds["guard"]:
+            candidates.append(_Match(DedupStage.EMBEDDING, "guard", neighbour.body_cosine, thresholds["guard"], neighbour.item_id))
+        elif neighbour.body_cosine >= thresholds["fresh"] and neighbour.title_cosine >= thresholds["fresh_title"]:
+            candidates.append(_Match(DedupStage.EMBEDDING, "fresh", neighbour.body_cosine, thresholds["fresh"], neighbour.item_id))
+    for match in candidates:
+        why = apart(match)
+        if why is not None:
+            vetoed = details.setdefault("vetoed", [])
+            if len(vetoed) < VETOES_SHOWN and all(entry["item"] != match.other for entry in vetoed):
+                vetoed.append({"item": match.other, "stage": match.stage.value, "score": round(match.score, 4), "why": why})
+            continue
+        other = index.get(match.other)
+        contaminated = ItemStatus.REFERENCE.value in (other.status, index.get(other.root).status if other.root in index else other.status)
+        status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
+        explained = {**details, "rule": match.rule, "matched_item": match.other, "margin": round(match.score - match.threshold, 4)}
+        return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained)
+    return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details)
+
+
+def _alike_in_template_only(mine: ItemText, other: ItemText, facts: Facts, threshold: float) -> str | None:
+    """Why two texts are not the same incident although alike, when what they share is their
+    source's common lines; None when those are a small part of both, or the rest is as close."""
+    common = facts.common_lines(mine.source_id)
+    if other.source_id != mine.source_id:
+        common = common | facts.common_lines(other.source_id)
+    my_rest, my_share = common.distinctive(mine.input)
+    other_rest, other_share = common.distinctive(other.input)
+    share = max(my_share, other_share)
+    if share < TEMPLATE_SHARE:
+        return None
+    vectors = facts.embed([body_text(mine.title, my_rest), body_text(other.title, other_rest)])
+    if vectors is None:
+        return None
+    cosine = float(vectors[0] @ vectors[1])
+    if cosine >= threshold:
+        return None
+    return f"alike in the lines their source shares ({share:.0%} of the text), not in the rest (cosine {cosine:.2f})"
