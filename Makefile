@@ -16,7 +16,7 @@ SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
 SAMPLE_MAPPING := examples/mappings/cisa_kev.yaml
 SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
-.PHONY: setup run test lint typecheck unit clean
+.PHONY: setup browser run test lint typecheck unit clean
 
 setup: $(VENV)/.installed
 
@@ -27,17 +27,28 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The web UI tests drive Debian's Chromium through Playwright (Playwright's own browser download
+# is not used). Installed here when missing and running as root; otherwise says how.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the web UI tests"; \
+	    apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  else \
+	    echo "the web UI tests need Chromium: run 'sudo apt-get install chromium' (or put chromium on PATH)" >&2; exit 1; \
+	  fi; }
+
 run: setup
 	$(BIN)/goldenset migrate
 	$(BIN)/goldenset ingest $(SAMPLE) --source cisa-kev-sample --mapping $(SAMPLE_MAPPING)
 	$(BIN)/goldenset eval create --file $(SAMPLE_EVAL) --exist-ok
 	$(BIN)/goldenset refresh --eval cisa-kev-sample
 	@echo
-	@echo "goldenset is starting on http://$(HOST):$(PORT) (API docs at /docs)."
+	@echo "goldenset is starting on http://$(HOST):$(PORT): the web UI is at /ui, the API docs at /docs."
 	@echo "Get a token in another terminal with:"
-	@echo "    $(BIN)/goldenset token create --name me --scopes read,ingest"
-	@echo "then: curl -H \"Authorization: Bearer <token>\" http://$(HOST):$(PORT)/v1/items"
-	@echo " and: curl -H \"Authorization: Bearer <token>\" http://$(HOST):$(PORT)/v1/evals/cisa-kev-sample/releases/latest"
+	@echo "    $(BIN)/goldenset token create --name me --scopes read,curate"
+	@echo "then sign in at http://$(HOST):$(PORT)/ui/login with it, or call the API:"
+	@echo "    curl -H \"Authorization: Bearer <token>\" http://$(HOST):$(PORT)/v1/evals/cisa-kev-sample/releases/latest"
 	@echo
 	$(BIN)/goldenset serve --host $(HOST) --port $(PORT)
 
@@ -47,7 +58,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: setup lint typecheck
+test: setup browser lint typecheck
 	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
 
 unit: setup

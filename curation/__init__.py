@@ -1,6 +1,7 @@
 """Curation: the domain's decisions, from a candidate to a released, guarded item.
 
-Owns: dedup (`dedup/`), review decisions (`review`), releases and the sealed slice (`releases/`),
+Owns: dedup (`dedup/`), review decisions (`review`), curators' edits of items and their
+histories (`editing`), releases and the sealed slice (`releases/`),
 the run gate, the exposure ledger and run scores (`runs/`), contamination evidence
 (`evidence/`), the confidence intervals of scores and differences (`intervals`), and the error a
 refused decision raises (`refusals`).

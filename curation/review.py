@@ -1,24 +1,34 @@
 """Review: approving or rejecting items that dedup kept as `unique`, one at a time or in bulk,
-each decision audited. Approval is global to the item: every eval that takes its source sees it.
+and undoing a decision; each audited. Approval is global to the item: every eval that takes its
+source sees it.
+
+The audit trail is the record of decisions: a decision is the newest `item.approve` or
+`item.reject` event of its item, and `item.review_undone` marks it undone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
+from schemas.evals import EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.problem import RecordError
-from schemas.review import Decision, ReviewDecision, ReviewOutcome
-from schemas.source import Source
+from schemas.release import Release
+from schemas.review import Decision, ReviewDecision, ReviewOutcome, ReviewUndone
+
+UNDONE = "item.review_undone"
+_ACTIONS = {"item.approve": Decision.APPROVE, "item.reject": Decision.REJECT}
+_STATUS_OF = {Decision.APPROVE: ItemStatus.APPROVED.value, Decision.REJECT: ItemStatus.REJECTED.value}
 
 
 class ReviewRefused(Refused):
-    """A review decision cannot be taken (`curation.refusals.Refused`)."""
+    """A review decision cannot be taken or undone (`curation.refusals.Refused`)."""
 
 
 def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str) -> Item:
@@ -38,6 +48,7 @@ def decide(*, session: Session, item_id: int, decision: Decision, reason: str, a
         }.get(item.status, "only items dedup kept as unique are reviewed")
         raise ReviewRefused("not_reviewable", f"item {item_id} is {item.status}, not unique: {hint}", 409)
     item.status = (ItemStatus.APPROVED if decision is Decision.APPROVE else ItemStatus.REJECTED).value
+    item.source_changed_at = None  # a held source change has been looked at
     item.updated_at = utcnow()
     session.add(item)
     details = {"reason": reason} if reason else {}
@@ -60,14 +71,45 @@ def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor
     return outcome
 
 
-def pending_items(*, session: Session, sources: Sequence[str], limit: int | None = None) -> list[tuple[Item, str]]:
-    """Items of `sources` waiting for review (`unique`), newest incident first."""
+def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
+    """Undo the item's newest review decision (an approval or a rejection): the item is `unique`
+    again, and `item.review_undone` is audited with what was undone. Does not commit. Raises
+    ReviewRefused: `not_found` (404); `not_reviewed` (409: no decision in force, or it was undone
+    already); `released` (409: a release took the item in, or retired it, after the decision, so the
+    decision has been acted on); `not_yours` (409: `actor` did not take it)."""
+    item = session.get(Item, item_id)
+    if item is None:
+        raise ReviewRefused("not_found", f"no item with id {item_id}", 404)
+    latest = session.exec(
+        select(AuditEvent)
+        .where(AuditEvent.object_type == "item", AuditEvent.object_id == str(item_id), col(AuditEvent.action).in_([*_ACTIONS, UNDONE]))
+        .order_by(col(AuditEvent.id).desc())
+        .limit(1)
+    ).first()
+    if latest is None or latest.action == UNDONE:
+        raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status}: it has no review decision to undo{' (the last one was undone already)' if latest else ''}", 409)
+    decision = _ACTIONS[latest.action]
+    if _released_since(session, item_id, latest):
+        raise ReviewRefused("released", f"item {item_id} was {decision.value}d and a release has taken that into account since: the release keeps it as it was", 409)
+    if item.status != _STATUS_OF[decision]:
+        raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status} now, no longer {_STATUS_OF[decision]}: there is no review decision to undo", 409)
+    if latest.actor != actor:
+        raise ReviewRefused("not_yours", f"item {item_id} was {decision.value}d by {latest.actor}: only they can undo it; ask them, or decide it again once it is undone", 409)
+    item.status = ItemStatus.UNIQUE.value
+    item.updated_at = utcnow()
+    session.add(item)
+    reason = str(latest.details.get("reason", ""))
+    details = {"undone": decision.value, "reason": reason, "decision_event": latest.id, "decided_at": latest.at.isoformat()}
+    session.add(AuditEvent(actor=actor, action=UNDONE, object_type="item", object_id=str(item_id), details=details))
+    return ReviewUndone(item_id=item_id, status=item.status, undone=decision, reason=reason, decided_by=latest.actor, decided_at=latest.at)
+
+
+def _released_since(session: Session, item_id: int, decision: AuditEvent) -> bool:
+    """Whether a release took the item in, or retired it, at or after the decision."""
     query = (
-        select(Item, Source.name)
-        .join(Source, col(Source.id) == col(Item.source_id))
-        .where(col(Source.name).in_(list(sources)), Item.status == ItemStatus.UNIQUE.value)
-        .order_by(col(Item.occurred_at).desc(), col(Item.id).desc())
+        select(EvalItem.id)
+        .join(Release, (col(Release.eval_id) == col(EvalItem.eval_id)) & (col(Release.number) == col(EvalItem.first_release)))
+        .where(EvalItem.item_id == item_id, or_(col(Release.created_at) >= decision.at, col(EvalItem.retired_at) >= decision.at))
+        .limit(1)
     )
-    if limit is not None:
-        query = query.limit(limit)
-    return [(item, name) for item, name in session.exec(query).all()]
+    return session.exec(query).first() is not None

@@ -8,6 +8,11 @@ refuses is rejected alone (`conflict` for a unique key, `store_failed` otherwise
 record is lost. Work is committed chunk by chunk so a long file that is interrupted keeps every
 complete chunk, and a rerun finds those items unchanged. A record whose version (see
 `ingest.versions`) is older than the stored item's is not applied and counts as `stale`.
+
+A changed record of an item a curator edited (`Item.curated_revision`) never replaces the
+curator's title, input, reference or tags: its date, metadata and identity are applied as usual,
+and its text, when it differs from what the source last said, is kept beside the item as a
+`source_held` revision and flags the item for a person's look (`Item.source_changed_at`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ingest.sanity import check_structure, check_values, printable
 from ingest.versions import is_older
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
-from schemas.item import Item, ItemRevision, ItemStatus
+from schemas.item import EDITED_FIELDS, Item, ItemRevision, ItemStatus, RevisionKind, item_snapshot
 from schemas.problem import IngestSummary, RecordError
 from schemas.source import Source
 
@@ -91,16 +96,21 @@ def _redact(record: MappedRecord, redactor: Redactor, counts: dict[str, int]) ->
     )
 
 
-def _snapshot(item: Item) -> dict[str, Any]:
+def _proposed(record: MappedRecord, status: str) -> dict[str, Any]:
+    """A record's content in the shape of `schemas.item.item_snapshot`."""
     return {
-        "occurred_at": item.occurred_at.isoformat(),
-        "title": item.title,
-        "input": item.input,
-        "reference": item.reference,
-        "metadata": item.meta,
-        "tags": item.tags,
-        "status": item.status,
+        "occurred_at": record.occurred_at.isoformat(),
+        "title": record.title,
+        "input": record.input,
+        "reference": record.reference,
+        "metadata": record.metadata,
+        "tags": record.tags,
+        "status": status,
     }
+
+
+def _text(content: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(content.get(name) for name in EDITED_FIELDS)
 
 
 def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:
@@ -283,7 +293,10 @@ class ItemWriter:
         if item.id is None:  # created earlier in this same batch
             self.session.flush()
         assert item.id is not None
-        self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=item.record_digest, previous=_snapshot(item)))
+        if item.curated_revision is not None:
+            self._hold(item, record, digest, now)
+            return "updated"
+        self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=item.record_digest, previous=item_snapshot(item)))
         text_changed = item.content_hash != fingerprint
         item.occurred_at = record.occurred_at
         item.title = record.title
@@ -308,6 +321,39 @@ class ItemWriter:
             item.status = ItemStatus.CANDIDATE.value
         self.session.add(item)
         return "updated"
+
+    def _hold(self, item: Item, record: MappedRecord, digest: str, now: datetime) -> None:
+        """Apply a changed record to an item a curator edited: it keeps the curator's text. A change
+        of the date, metadata or identity is applied as a `source` revision; a text that differs
+        from what the source last said is kept as a `source_held` revision, and flags the item for
+        a person's look (an approved item goes back to review as `unique`; other statuses stay)."""
+        assert item.id is not None
+        if (item.occurred_at, item.meta, item.identity_key) != (record.occurred_at, record.metadata, record.identity):
+            self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=item.record_digest, previous=item_snapshot(item)))
+            item.revision += 1
+        proposed = _proposed(record, item.status)
+        if _text(proposed) != _text(self._last_source_text(item)):
+            self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=digest, previous=proposed, kind=RevisionKind.SOURCE_HELD.value))
+            item.source_changed_at = now
+            if item.status == ItemStatus.APPROVED.value:
+                item.status = ItemStatus.UNIQUE.value
+        item.occurred_at = record.occurred_at
+        item.meta = record.metadata
+        item.identity_key = record.identity
+        item.record_digest = digest
+        if record.version is not None:
+            item.source_version = record.version
+        item.updated_at = now
+        self.session.add(item)
+
+    def _last_source_text(self, item: Item) -> dict[str, Any]:
+        """What the source last said of an edited item: its newest held change, or else the content
+        the curator's first edit replaced."""
+        revisions = select(ItemRevision).where(ItemRevision.item_id == item.id)
+        held = self.session.exec(revisions.where(ItemRevision.kind == RevisionKind.SOURCE_HELD.value).order_by(col(ItemRevision.id).desc()).limit(1)).first()
+        if held is None:
+            held = self.session.exec(revisions.where(ItemRevision.kind == RevisionKind.CURATOR.value).order_by(col(ItemRevision.id)).limit(1)).first()
+        return held.previous if held is not None else item_snapshot(item)
 
 
 def _connection_lost(exc: Exception) -> bool:

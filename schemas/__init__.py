@@ -17,7 +17,7 @@ from schemas.probes import Probe
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
 from schemas.source import Source, SourceKind, WebhookDelivery
-from schemas.token import ApiToken, Scope
+from schemas.token import ApiToken, Scope, UiSession
 
 __all__ = [
     "ApiToken",
@@ -45,5 +45,6 @@ __all__ = [
     "SealedRead",
     "Source",
     "SourceKind",
+    "UiSession",
     "WebhookDelivery",
 ]

@@ -65,3 +65,20 @@ class ApiToken(SQLModel, table=True):
     def expired(self, now: datetime) -> bool:
         """Whether the token's expiry has come at `now` (tz-aware); never for a token without one."""
         return self.expires_at is not None and self.expires_at <= now
+
+
+class UiSession(SQLModel, table=True):
+    """A web UI session opened by signing in with an API token: the browser holds its id and a
+    secret (only the secret's sha256 is kept) in a signed cookie, and the token's scopes apply.
+    It ends at sign-out, at `expires_at`, or when the token is revoked or expires. `csrf` is the
+    value every form of the session must send back."""
+
+    __tablename__ = "ui_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_id: int = Field(foreign_key="api_token.id", index=True)
+    secret_hash: str = Field(max_length=64)
+    csrf: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

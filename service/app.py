@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -36,6 +37,7 @@ from service.evidence.probe_worker import ProbeWorker
 from service.items import routes as item_routes
 from service.runs import routes as run_routes
 from service.sources import routes as source_routes
+from service.ui import routes as ui_routes
 
 access_log = logging.getLogger("goldenset.access")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -43,8 +45,32 @@ DOC_PAGE_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-
 # API answers are data, never pages: nothing in them may load, run or be framed.
 SECURITY_HEADERS = {**DOC_PAGE_HEADERS, "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
 DOC_PAGES = ("/docs", "/redoc")
+# The documentation pages run their bundled scripts (served under /docs/static) and nothing from
+# elsewhere: ReDoc's sidebar asks for its vendor's logo from a CDN, which this blocks (it then
+# hides the image), so reading the docs never contacts another site.
+DOC_PAGE_POLICY = {
+    **DOC_PAGE_HEADERS,
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "worker-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+}
+DOC_ASSETS = "/docs/static"
+# Pages of the web UI load their own scripts, styles and images, and nothing from elsewhere.
+UI_HEADERS = {
+    **DOC_PAGE_HEADERS,
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; connect-src 'self'",
+}
 # `/v1/dedup/check` requests embedding at once (each encode already uses every core).
 DEDUP_CHECK_CONCURRENCY = 2
+
+
+def _headers_for(path: str) -> dict[str, str]:
+    """The security headers of an answer: API data may load nothing; UI pages only their own assets."""
+    if path in DOC_PAGES:
+        return DOC_PAGE_POLICY
+    if path == "/" or path == "/ui" or path.startswith("/ui/"):
+        return UI_HEADERS
+    return SECURITY_HEADERS
 
 
 def create_app(
@@ -79,7 +105,9 @@ def create_app(
             app.state.probe_worker.shutdown()
             app.state.curation_trigger.shutdown()
 
-    app = FastAPI(
+    # The API documentation's pages load their scripts and styles from here, not from a CDN.
+    app = FastAPIOffline(
+        static_url=DOC_ASSETS,
         title="goldenset",
         version="0.1.0",
         summary="Private, continuously refreshed LLM evaluation sets from production incidents.",
@@ -96,6 +124,7 @@ def create_app(
     install_problem_handlers(app)
     for routes in (core_routes, source_routes, item_routes, dedup_routes, eval_routes, run_routes, evidence_routes):
         app.include_router(routes.router)
+    ui_routes.install(app)
     app.add_middleware(RequestGuard, settings=settings)
     install_release_read_audit(app)
 
@@ -110,7 +139,7 @@ def create_app(
             response = await call_next(request)
             status = response.status_code
             response.headers[REQUEST_ID_HEADER] = request_id
-            response.headers.update(SECURITY_HEADERS if request.url.path not in DOC_PAGES else DOC_PAGE_HEADERS)
+            response.headers.update(_headers_for(request.url.path))
             return response
         finally:
             elapsed = time.perf_counter() - started

@@ -16,6 +16,7 @@ import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from curation.evidence.wording import p_text, points
@@ -68,7 +69,12 @@ def _at(day: date) -> float:
 
 
 def _date_axis(axes: Axes) -> None:
+    """Dates on the x axis, at most a handful of ticks, labelled concisely (a short span shows days
+    under one month label, a long one years and months) so the labels never overlap."""
     axes.xaxis_date(UTC)
+    locator = AutoDateLocator(tz=UTC, minticks=3, maxticks=6)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
 
 
 def _titles(figure: Figure, headline: str, detail: str, flagged: bool) -> None:

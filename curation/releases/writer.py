@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sqlalchemy import ColumnElement
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from curation.releases.content import canonical_json, content_digest, merkle_root, released_content
 from curation.releases.periods import Period
@@ -104,19 +106,7 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
         query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_(list(memberships)))
         rows.update((item.id, (item, source)) for item, source in session.exec(query).all() if item.id is not None)
     ever = select(EvalItem.item_id).where(EvalItem.eval_id == evaluation.id)
-    fresh_query = (
-        select(Item, Source.name)
-        .join(Source, col(Source.id) == col(Item.source_id))
-        .where(
-            col(Source.name).in_(evaluation.sources),
-            col(Item.status).in_(sorted(policy.admitted)),
-            col(Item.exposed_at).is_(None),
-            col(Item.occurred_at) < policy.window_end,
-            col(Item.id).not_in(ever),
-        )
-    )
-    if policy.window_start is not None:
-        fresh_query = fresh_query.where(col(Item.occurred_at) >= policy.window_start)
+    fresh_query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(*admissible(evaluation, policy, excluding=ever))
     fresh_rows = {item.id: (item, source) for item, source in session.exec(fresh_query).all() if item.id is not None}
     plan = plan_rotation(policy, [_candidate(*rows[item_id]) for item_id in sorted(rows)], [_candidate(*fresh_rows[item_id]) for item_id in sorted(fresh_rows)])
     rows.update(fresh_rows)
@@ -161,3 +151,19 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
     session.add(AuditEvent(actor=actor, action="release.create", object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
     session.flush()
     return release
+
+
+def admissible(evaluation: Eval, policy: RotationPolicy, *, excluding: SelectOfScalar[int]) -> list[ColumnElement[bool]]:
+    """The conditions on `Item` (joined with its `Source`) of an item a release of `policy` may
+    take fresh: from the eval's sources, admitted by its approval policy, never exposed, inside
+    the window, and not among the ids `excluding` selects."""
+    conditions = [
+        col(Source.name).in_(evaluation.sources),
+        col(Item.status).in_(sorted(policy.admitted)),
+        col(Item.exposed_at).is_(None),
+        col(Item.occurred_at) < policy.window_end,
+        col(Item.id).not_in(excluding),
+    ]
+    if policy.window_start is not None:
+        conditions.append(col(Item.occurred_at) >= policy.window_start)
+    return conditions

@@ -34,6 +34,34 @@ class Principal:
         return f"token:{self.name}"
 
 
+class TokenRefused(ValueError):
+    """A token that opens nothing: unknown, revoked or expired (the message says which)."""
+
+
+def principal_of(session: Session, token: ApiToken | None) -> Principal:
+    """The principal of a stored token, or TokenRefused when it is missing, revoked or expired;
+    its `last_used_at` is moved on (at most once a minute; the session is committed then)."""
+    if token is None or token.id is None:
+        raise TokenRefused("the bearer token is not valid")
+    if token.revoked_at is not None:
+        raise TokenRefused("the bearer token was revoked")
+    now = utcnow()
+    if token.expired(now):
+        raise TokenRefused(f"the bearer token expired on {format_expiry(token.expires_at)}; create a new one with `goldenset token create`")
+    principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
+        session.commit()
+        session.exec(update(ApiToken).where(col(ApiToken.id) == token.id).values(last_used_at=now))
+        session.commit()
+    return principal
+
+
+def token_principal(session: Session, plaintext: str) -> Principal:
+    """The principal of a token given in plain text (`principal_of`)."""
+    return principal_of(session, session.exec(select(ApiToken).where(ApiToken.token_hash == sha256_hex(plaintext))).first())
+
+
 def _unauthorized(detail: str) -> ProblemError:
     return ProblemError(401, "Unauthorized", detail, headers={"WWW-Authenticate": 'Bearer realm="goldenset"'})
 
@@ -51,23 +79,12 @@ def authenticate(request: Request) -> Principal:
         raise _unauthorized("this endpoint needs a bearer token: send 'Authorization: Bearer <token>' (create one with `goldenset token create`)")
     if scheme.lower() != "bearer" or not credentials.strip():
         raise _unauthorized("the Authorization header must be 'Bearer <token>'")
-    digest = sha256_hex(credentials.strip())
     engine = request.app.state.engine
     with Session(engine, expire_on_commit=False) as session:
-        token = session.exec(select(ApiToken).where(ApiToken.token_hash == digest)).first()
-        if token is None or token.id is None:
-            raise _unauthorized("the bearer token is not valid")
-        if token.revoked_at is not None:
-            raise _unauthorized("the bearer token was revoked")
-        now = utcnow()
-        if token.expired(now):
-            raise _unauthorized(f"the bearer token expired on {format_expiry(token.expires_at)}; create a new one with `goldenset token create`")
-        principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
-        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-            # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
-            session.commit()
-            session.exec(update(ApiToken).where(col(ApiToken.id) == token.id).values(last_used_at=now))
-            session.commit()
+        try:
+            principal = token_principal(session, credentials.strip())
+        except TokenRefused as exc:
+            raise _unauthorized(str(exc)) from exc
     request.state.principal = principal
     return principal
 

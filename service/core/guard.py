@@ -2,9 +2,12 @@
 
 In order, for every HTTP request:
 
-1. Authentication. Every route but the public ones (`/healthz`, signed webhooks, and the API
-   documentation when `GOLDENSET_PUBLIC_API_DOCS` is on) needs a valid bearer token: 401 before
-   one byte of the body is read or parsed. The route then checks the token's scope.
+1. Authentication. Every route but the public ones (`/healthz`, signed webhooks, the API
+   documentation when `GOLDENSET_PUBLIC_API_DOCS` is on, `/` and the web UI's sign-in page and
+   assets) needs a valid bearer token: 401 before one byte of the body is read or parsed. The
+   route then checks the token's scope. The web UI's pages (`/ui/...`) take a signed-in session
+   cookie instead (`service.core.sessions`); without a valid one, the browser is sent to the
+   sign-in page (303), again before the body is read.
 2. Path and query. A NUL character in the path or in a query parameter is refused (422 naming
    it): no id, name or date holds one, and PostgreSQL text cannot store one.
 3. Body size. A body declared or growing past `GOLDENSET_MAX_BODY_BYTES` is refused (413) without
@@ -23,20 +26,25 @@ import math
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.core.auth import authenticate
 from service.core.problems import ProblemError, problem_response
+from service.core.sessions import COOKIE, signed_in
 from service.core.settings import Settings
 
 MAX_DEPTH = 32
 """Nesting deeper than this in a request body is refused: no request model goes beyond a few levels."""
-PUBLIC = {("GET", "/healthz")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/"), ("HEAD", "/")}
+UI = "/ui"
+UI_PUBLIC = ("/ui/login", "/ui/static/")
 DOCS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
+DOC_ASSETS = "/docs/static/"
 WEBHOOK = re.compile(r"^/v1/sources/[^/]+/webhook$")
 RECORD_BATCHES = (re.compile(r"^/v1/sources/[^/]+/items$"), WEBHOOK)
 JSON_TYPES = re.compile(r"^(application/json|application/[\w.+-]+\+json)?$")
@@ -86,9 +94,14 @@ class RequestGuard:
     def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
         self.app = app
         self.max_body_bytes = settings.max_body_bytes
+        self.secret_key = settings.secret_key.get_secret_value()
+        self.ui_session_hours = settings.ui_session_hours
         self.public = set(PUBLIC) | ({("GET", path) for path in DOCS} if settings.public_api_docs else set())
+        self.public_doc_assets = settings.public_api_docs
 
     def _is_public(self, method: str, path: str) -> bool:
+        if self.public_doc_assets and method in ("GET", "HEAD") and path.startswith(DOC_ASSETS):
+            return True
         return (method, path) in self.public or (method == "POST" and WEBHOOK.match(path) is not None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -96,7 +109,11 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        if not self._is_public(method, path):
+        if path == UI or path.startswith(UI + "/"):
+            if not path.startswith(UI_PUBLIC) and not await self._signed_in(scope):
+                await _to_sign_in(scope)(scope, receive, send)
+                return
+        elif not self._is_public(method, path):
             try:
                 await run_in_threadpool(authenticate, Request(scope))
             except ProblemError as exc:
@@ -123,6 +140,17 @@ class RequestGuard:
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, _replay(body, receive), send)
+
+    async def _signed_in(self, scope: Scope) -> bool:
+        """Whether the request carries a valid UI session; its principal and session are then kept
+        on the request's state for the page."""
+        request = Request(scope)
+        signed = await run_in_threadpool(signed_in, request.app.state.engine, request.cookies.get(COOKIE), secret_key=self.secret_key, hours=self.ui_session_hours)
+        if signed is None:
+            return False
+        state = scope.setdefault("state", {})
+        state["principal"], state["ui_session"] = signed.principal, signed
+        return True
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         detail = f"the body is larger than the limit of {self.max_body_bytes} bytes; split it into smaller batches"
@@ -162,6 +190,13 @@ class RequestGuard:
         for location, reason in _flaws(document):
             return _invalid(location, reason, path)
         return None
+
+
+def _to_sign_in(scope: Scope) -> Any:
+    """A redirect to the sign-in page that comes back to the page asked for (only a GET's)."""
+    target = scope["path"] + (f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else "")
+    location = "/ui/login" + (f"?{urlencode({'next': target})}" if scope["method"] == "GET" and target != UI else "")
+    return RedirectResponse(location, status_code=303)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

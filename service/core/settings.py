@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
     public_api_docs: bool = Field(default=True, description="Serve /docs, /redoc and /openapi.json without a token (they describe the API, never its data).")
+    ui_session_hours: int = Field(default=8, gt=0, le=24 * 30, description="How long a web UI sign-in lasts before the person signs in again.")
     sealed_run_read_hours: int = Field(
         default=24, gt=0, le=24 * 30, description="How long the token that started a sealed run may page through its items again; nobody else ever may."
     )

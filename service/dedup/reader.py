@@ -3,15 +3,19 @@ command: read-only, rebuilt whenever curation has moved on."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Encoder
 from curation.dedup.state import IndexState, index_state
 from service.core.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 
 class DedupReader:
@@ -47,3 +51,24 @@ class DedupReader:
             deduplicator.load(session)
             self._current = (deduplicator, state)
             return deduplicator
+
+    def without_waiting(self, engine: Engine) -> Deduplicator | None:
+        """The newest index built so far, without waiting for a build: when curation has moved on
+        since (or nothing is built yet), a rebuild starts in the background and the older index (or
+        None) is returned. For pages, which must never wait for the model to load or the index to
+        be read."""
+        current = self._current
+        with Session(engine) as session:
+            state = index_state(session)
+        if current is not None and current[1] == state:
+            return current[0]
+        if not self._lock.locked():
+            threading.Thread(target=self._build, args=(engine,), name="dedup-index", daemon=True).start()
+        return current[0] if current is not None else None
+
+    def _build(self, engine: Engine) -> None:
+        try:
+            with Session(engine) as session:
+                self.deduplicator(session)
+        except Exception:  # a page shows no neighbours rather than fail; the API reports the cause
+            logger.exception("building the dedup index for pages failed")

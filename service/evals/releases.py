@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from sqlalchemy import func
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.releases.content import canonical_json, content_digest, merkle_root
@@ -200,3 +201,26 @@ def verify_release(*, session: Session, evaluation: Eval, release: Release) -> V
         if len(by_split[split.value]) != count:
             mismatches.append(f"{split.value} split holds {len(by_split[split.value])} items, the release records {count}")
     return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches)
+
+
+
+EXPORT_CHUNK = 64 * 1024
+
+
+def export_stream(engine: Engine, *, eval_name: str, release_id: int, split: Split, occurred_after: datetime | None = None) -> Iterator[str]:
+    """The export of a release's split (`export_lines`) read in a session of its own, in pieces of
+    about EXPORT_CHUNK characters: one thread hop per line would make the stream slow."""
+    with Session(engine) as session:
+        evaluation = session.exec(select(Eval).where(Eval.name == eval_name)).one()
+        release = session.get(Release, release_id)
+        assert release is not None
+        chunk: list[str] = []
+        length = 0
+        for line in export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=occurred_after):
+            chunk.append(line)
+            length += len(line)
+            if length >= EXPORT_CHUNK:
+                yield "".join(chunk)
+                chunk, length = [], 0
+        if chunk:
+            yield "".join(chunk)

@@ -1,6 +1,6 @@
 """Evals and their releases over HTTP: create, list, read and change evals (`admin` to change),
-write the release of a period, and serve releases to eval pipelines: lists, manifests, released
-items and JSONL exports.
+write the release of a period, serve releases to eval pipelines (lists, manifests, released items
+and JSONL exports), and the eval's review queue with its sealed review window (`curate`).
 
 Numbered releases never change, so their answers carry a strong ETag and `Cache-Control:
 private, max-age=31536000, immutable` (private: every answer needs a token, so no shared cache may
@@ -12,27 +12,29 @@ against the eval's per-release sealed-read budget (403 naming the budget once it
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
-from schemas.common import Instant
+from schemas.common import MAX_COUNT, Instant
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
 from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary
-from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authorize_split
+from schemas.review import ReviewQueuePage, SealedReviewWindow
+from schemas.token import Scope
+from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split
 from service.core.db import write_session
-from service.core.deps import SessionDep, SettingsDep
+from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
-from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_lines, list_releases, manifest, released_items, resolve_release, split_count, summary
+from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary
+from service.evals.review_queue import QueueFilters
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
 
 eval_router = APIRouter(prefix="/v1/evals", tags=["evals"])
+NO_STORE = "no-store"
 
 
 @eval_router.post("", status_code=201, response_model=EvalRead, responses=problem_doc(401, 403, 409, 422))
@@ -84,12 +86,63 @@ def refresh(
     return RefreshResult(created=outcome.created, release=summary(evaluation, outcome.release))
 
 
+MAX_QUEUE_PAGE = 500
+MAX_QUEUE_TEXT = 200
+
+
+@eval_router.get("/{name}/review-queue", response_model=ReviewQueuePage, responses=problem_doc(401, 403, 404, 422), tags=["review"])
+def review_queue(
+    name: str,
+    request: Request,
+    response: Response,
+    principal: CuratePrincipal,
+    session: SessionDep,
+    secret_key: SecretKeyDep,
+    source: Annotated[str | None, Query(description="Only this one of the eval's sources.")] = None,
+    occurred_after: Annotated[Instant | None, Query(description="Only items that occurred at or after this time (with zone).")] = None,
+    occurred_before: Annotated[Instant | None, Query(description="Only items that occurred before this time (with zone).")] = None,
+    text: Annotated[str | None, Query(min_length=1, max_length=MAX_QUEUE_TEXT, description="Only items whose title or input holds this (any case).")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
+) -> ReviewQueuePage:
+    """The items of the eval's sources waiting for review, oldest incident first: one page from
+    `offset`, each with its `position` of the `total`, its dedup decision, and flags for a sealed
+    slice and for a source change after a curator's edit. Sealed-bound items come by metadata only
+    (`withheld`) unless this token opened a sealed review window (`POST .../sealed-review`); every
+    entry served with content is audited."""
+    evaluation = require_eval(session=session, name=name)
+    if source is not None and source not in evaluation.sources:
+        raise ProblemError(422, "Invalid request", f"eval {name!r} does not take source {source!r}; it takes: {', '.join(evaluation.sources)}")
+    viewer = Viewer(actor=principal.actor, token_id=principal.token_id, may_see_sealed=Scope.SEALED.value in principal.scopes, endpoint=f"{request.method} {request.url.path}")
+    filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
+    sources = evaluation.sources if source is None else [source]
+    page = serve_queue(request.app.state.engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, evaluation=evaluation)
+    response.headers["Cache-Control"] = NO_STORE
+    return page
+
+
+@eval_router.post("/{name}/sealed-review", response_model=SealedReviewWindow, responses={**problem_doc(401, 403, 404), 201: {"description": "A window opened."}}, tags=["review"])
+def sealed_review(name: str, response: Response, principal: CuratePrincipal, session: WriteSessionDep, settings: SettingsDep) -> SealedReviewWindow:
+    """Open this token's sealed review window on the eval (`curate` and `sealed` scopes): for
+    GOLDENSET_SEALED_RUN_READ_HOURS its review queue shows sealed-bound items in full, each read
+    audited. Opening takes one unit of the eval's sealed-read budget for its coming release (403
+    naming the budget once spent); while the window is open, asking again returns it (200)."""
+    if Scope.SEALED.value not in principal.scopes:
+        raise ProblemError(403, "Forbidden", f"a sealed review window needs the '{Scope.SEALED.value}' scope; the token has: {', '.join(sorted(principal.scopes))}")
+    evaluation = require_eval(session=session, name=name)
+    try:
+        window = open_sealed_review(session=session, evaluation=evaluation, token_id=principal.token_id, actor=principal.actor, hours=settings.sealed_run_read_hours)
+    except SealedReviewBudgetSpent as exc:
+        raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
+    response.status_code = 201 if window.opened else 200
+    response.headers["Cache-Control"] = NO_STORE
+    return window
+
+
 release_router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
 IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
-NO_STORE = "no-store"
 JSONL = "application/x-ndjson"
-STREAM_CHUNK = 64 * 1024
 SplitQuery = Annotated[Split, Query(description="`dev` (read scope) or `sealed` (sealed scope; counted against the budget).")]
 AfterQuery = Annotated[Instant | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
 
@@ -156,24 +209,6 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     return Response(content=body, media_type="application/json", headers=headers)
 
 
-def _stream(engine: Engine, eval_name: str, release_id: int, split: Split, after: datetime | None) -> Iterator[str]:
-    with Session(engine) as session:
-        evaluation = require_eval(session=session, name=eval_name)
-        release = session.get(Release, release_id)
-        assert release is not None
-        # Lines go out in chunks: one thread hop per line would make the stream slow.
-        chunk: list[str] = []
-        size = 0
-        for line in export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=after):
-            chunk.append(line)
-            size += len(line)
-            if size >= STREAM_CHUNK:
-                yield "".join(chunk)
-                chunk, size = [], 0
-        if chunk:
-            yield "".join(chunk)
-
-
 @release_router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "A header line, then one item a line."}})
 def export(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
     """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
@@ -191,7 +226,8 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
         headers |= _cache_headers(ref, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
-    return StreamingResponse(_stream(request.app.state.engine, evaluation.name, release.id, split, occurred_after), media_type=JSONL, headers=headers)
+    lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after)
+    return StreamingResponse(lines, media_type=JSONL, headers=headers)
 
 
 router = APIRouter()

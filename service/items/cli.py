@@ -1,6 +1,6 @@
-"""`goldenset review` in the terminal: decisions by id, or an interactive pass over pending items
-with their nearest curated neighbours (from stored embeddings: the model is loaded, never run),
-then over the duplicates dedup decided with a low margin, each beside the item it matched."""
+"""`goldenset review` in the terminal: decisions and undos by id, or an interactive pass over the
+review queue of an eval's sources (`service.items.review_cli`), then over the duplicates dedup
+decided with a low margin, each beside the item it matched."""
 
 from __future__ import annotations
 
@@ -8,31 +8,24 @@ from collections.abc import Sequence
 from typing import Annotated
 
 import typer
-from rich.panel import Panel
-from rich.table import Table
+from rich.markup import escape
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.index import MixedRecipeError
-from curation.dedup.overrides import OverrideRefused, rule_not_duplicate
-from curation.dedup.similarity import nearest_neighbours
-from curation.dedup.stats import LOW_MARGIN, low_margin_duplicates
-from curation.review import ReviewRefused, decide, pending_items, review_batch
-from schemas.dedup import LowMarginDuplicate
-from schemas.item import Item
+from curation.dedup.stats import LOW_MARGIN
+from curation.review import ReviewRefused, review_batch, undo_review
+from schemas.common import MAX_ROW_ID
+from schemas.evals import Eval
 from schemas.review import Decision, ReviewDecision
-from schemas.source import Source
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
-from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, err, fail, open_engine, out
+from service.items.edit_cli import item_app
+from service.items.review_cli import describe_undone, interactive_review, open_window
 
-EXCERPT = 600
 
-
-def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> None:
-    """Apply decisions by id; print what was done and each refusal (exit 3 if any)."""
+def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> bool:
+    """Apply decisions by id; print what was done and each refusal. False when any was refused."""
     with write_transaction(engine) as session:
         outcome = review_batch(session=session, decisions=decisions, actor=CLI_ACTOR)
     if outcome.approved:
@@ -40,171 +33,102 @@ def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> None:
     if outcome.rejected:
         out.print(f"rejected: {', '.join(str(item_id) for item_id in outcome.rejected)}")
     for error in outcome.errors:
-        err.print(f"[yellow]item {error.external_id}[/]: {error.detail}", highlight=False)
-    if outcome.errors:
-        raise typer.Exit(EXIT_REJECTED)
+        err.print(f"[yellow]item {escape(error.external_id or '')}[/]: {escape(error.detail)}", highlight=False)
+    return not outcome.errors
 
 
-def _deduplicator(engine: Engine) -> Deduplicator | None:
-    from service.dedup.encoder import get_encoder
-    from service.dedup.reader import DedupReader
-
-    settings = get_settings()
-    try:
-        with err.status("loading the dedup index"):
-            encoder = get_encoder(settings)
-            reader = DedupReader(settings, encoder=lambda: encoder)
-            with Session(engine) as session:
-                return reader.deduplicator(session)
-    except (MixedRecipeError, OSError) as exc:
-        err.print(f"[yellow]neighbours not shown:[/] {exc}", highlight=False)
-        return None
-
-
-def _panel(item: Item, source: str) -> Panel:
-    text = item.input if len(item.input) <= EXCERPT else item.input[:EXCERPT] + " …"
-    body = f"[bold]{item.title}[/]\n{text}"
-    if item.reference:
-        body += f"\n[dim]reference:[/] {item.reference[:EXCERPT]}"
-    return Panel(body, title=f"item {item.id} · {source} · {item.external_id} · {item.occurred_at:%Y-%m-%d}", title_align="left")
-
-
-def _show(session: Session, item: Item, source: str, deduplicator: Deduplicator | None) -> None:
-    out.print(_panel(item, source))
-    if deduplicator is None:
-        return
-    neighbours = nearest_neighbours(session=session, deduplicator=deduplicator, item=item, k=3)
-    if not neighbours:
-        out.print("[dim]no curated neighbours[/]")
-        return
-    table = Table("nearest", "score", "status", "date", "title", title=None, show_edge=False)
-    for entry, other in neighbours:
-        table.add_row(str(other.id), f"{entry.score:.2f}", other.status, f"{other.occurred_at:%Y-%m-%d}", other.title[:90])
-    out.print(table)
-
-
-def interactive_review(engine: Engine, *, sources: Sequence[str], limit: int, neighbours: bool, margin: float = LOW_MARGIN) -> None:
-    """Ask about each pending item of `sources`, newest first, then about each duplicate of theirs
-    decided with a margin under `margin`, closest call first; each decision is committed at once."""
-    with Session(engine) as session:
-        pending = pending_items(session=session, sources=sources, limit=limit)
-        doubtful = low_margin_duplicates(session=session, sources=sources, margin=margin, limit=limit) if margin > 0 else []
-    if not pending and not doubtful:
-        out.print(f"nothing to review in {', '.join(sources)}: no items waiting (unique and undecided) and no duplicates decided with a margin under {margin}")
-        return
-    if pending and not _review_pending(engine, pending, sources=sources, neighbours=neighbours):
-        return
-    if doubtful:
-        _review_doubtful(engine, doubtful, margin=margin)
-
-
-def _review_pending(engine: Engine, pending: list[tuple[Item, str]], *, sources: Sequence[str], neighbours: bool) -> bool:
-    """Approve or reject pending items; False when the person quit."""
-    deduplicator = _deduplicator(engine) if neighbours else None
-    counts = {"approved": 0, "rejected": 0, "skipped": 0}
-    out.print(f"{len(pending)} item(s) to review in {', '.join(sources)}")
-    going = True
-    for item, source in pending:
-        assert item.id is not None
-        with Session(engine) as session:
-            _show(session, item, source, deduplicator)
-        answer = typer.prompt("[a]pprove, [r]eject, [s]kip, [q]uit", default="s").strip().lower()[:1]
-        if answer == "q":
-            going = False
-            break
-        if answer not in ("a", "r"):
-            counts["skipped"] += 1
-            continue
-        reason = ""
-        while answer == "r" and not reason.strip():
-            reason = typer.prompt("reason for rejecting")
-        decision = Decision.APPROVE if answer == "a" else Decision.REJECT
+def undo_ids(engine: Engine, item_ids: Sequence[int]) -> bool:
+    """Undo the command line's newest decision on each item, each on its own; print what was undone
+    and each refusal. False when any was refused."""
+    refused = False
+    for item_id in item_ids:
         try:
             with write_transaction(engine) as session:
-                decide(session=session, item_id=item.id, decision=decision, reason=reason, actor=CLI_ACTOR)
+                undone = undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
         except ReviewRefused as exc:
-            err.print(f"[yellow]not decided:[/] {exc.detail}", highlight=False)
+            err.print(f"[yellow]item {item_id} not undone ({exc.reason}):[/] {escape(exc.detail)}", highlight=False)
+            refused = True
             continue
-        counts["approved" if decision is Decision.APPROVE else "rejected"] += 1
-    out.print(f"approved {counts['approved']}, rejected {counts['rejected']}, skipped {counts['skipped']}")
-    return going
+        out.print(describe_undone(undone), highlight=False)
+    return not refused
 
 
-def _review_doubtful(engine: Engine, doubtful: list[LowMarginDuplicate], *, margin: float) -> None:
-    """Show each low-margin duplicate beside the item it matched: keep it, or rule it not a duplicate."""
-    counts = {"kept": 0, "ruled not a duplicate": 0, "skipped": 0}
-    out.print(f"{len(doubtful)} duplicate(s) decided with a margin under {margin}: check each against the item it matched")
-    for entry in doubtful:
-        with Session(engine) as session:
-            item, matched = session.get(Item, entry.item_id), session.get(Item, entry.matched_item_id)
-            if item is None or matched is None:
-                continue
-            matched_source = session.get(Source, matched.source_id)
-        beside = Table.grid(expand=True, padding=(0, 1))
-        beside.add_column(ratio=1)
-        beside.add_column(ratio=1)
-        beside.add_row(_panel(item, entry.source), _panel(matched, matched_source.name if matched_source else "?"))
-        out.print(beside)
-        out.print(f"{entry.status} of item {entry.duplicate_of} · stage {entry.stage} · rule {entry.rule} · score {entry.score:.3f} · margin {entry.margin:.3f}", highlight=False)
-        answer = typer.prompt("[k]eep as duplicate, [n]ot a duplicate, [s]kip, [q]uit", default="s").strip().lower()[:1]
-        if answer == "q":
-            break
-        if answer == "k":
-            counts["kept"] += 1
-            continue
-        if answer != "n":
-            counts["skipped"] += 1
-            continue
-        note = ""
-        while not note.strip():
-            note = typer.prompt("why is it not a duplicate")
+def _eval(engine: Engine, name: str) -> Eval:
+    from service.evals.definitions import require_eval
+
+    with Session(engine) as session:
         try:
-            with write_transaction(engine) as session:
-                rule_not_duplicate(session=session, item_id=entry.item_id, note=note, actor=CLI_ACTOR)
-        except OverrideRefused as exc:
-            err.print(f"[yellow]not ruled:[/] {exc.detail}", highlight=False)
-            continue
-        counts["ruled not a duplicate"] += 1
-    out.print(", ".join(f"{label} {count}" for label, count in counts.items()))
+            return require_eval(session=session, name=name)
+        except ProblemError as exc:
+            raise fail(escape(exc.detail or f"no eval {name!r}")) from exc
 
 
 def review(
-    eval_name: Annotated[str | None, typer.Option("--eval", help="Review items of this eval's sources.")] = None,
-    source: Annotated[list[str] | None, typer.Option("--source", help="Review items of this source (repeat).")] = None,
-    approve: Annotated[list[int] | None, typer.Option("--approve", help="Approve this item id (repeat); no prompts.")] = None,
-    reject: Annotated[list[int] | None, typer.Option("--reject", help="Reject this item id (repeat; needs --reason); no prompts.")] = None,
+    eval_name: Annotated[str | None, typer.Option("--eval", help="Review the queue of this eval's sources.")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Review the queue of this source too (repeat).")] = None,
+    approve: Annotated[list[int] | None, typer.Option("--approve", min=1, max=MAX_ROW_ID, help="Approve this item id (repeat); no prompts.")] = None,
+    reject: Annotated[list[int] | None, typer.Option("--reject", min=1, max=MAX_ROW_ID, help="Reject this item id (repeat; needs --reason); no prompts.")] = None,
     reason: Annotated[str, typer.Option("--reason", help="Why (required to reject).")] = "",
-    limit: Annotated[int, typer.Option(help="Show at most this many pending items, and as many low-margin duplicates.", min=1)] = 50,
-    neighbours: Annotated[bool, typer.Option("--neighbours/--no-neighbours", help="Show each item's nearest curated items.")] = True,
+    undo: Annotated[
+        list[int] | None,
+        typer.Option("--undo", min=1, max=MAX_ROW_ID, help="Undo the newest approval or rejection the command line took of this item id (repeat); no prompts."),
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Walk at most this many queued items, and as many low-margin duplicates.", min=1)] = 50,
+    neighbours: Annotated[bool, typer.Option("--neighbours/--no-neighbours", help="Show each item's nearest curated items (never a sealed one's).")] = True,
     margin: Annotated[float, typer.Option("--margin", min=0, max=1, help="Then show duplicates decided with a margin under this (0: none).")] = LOW_MARGIN,
+    sealed_view: Annotated[
+        bool,
+        typer.Option(
+            "--sealed-view",
+            help="Open (or use) the command line's sealed review window on --eval: sealed-bound items are shown in full, each read audited; "
+            "opening it takes one unit of the eval's sealed-read budget (GOLDENSET_SEALED_RUN_READ_HOURS long).",
+        ),
+    ] = False,
 ) -> None:
-    """Approve or reject items dedup kept as unique. With --approve/--reject, decide those ids;
-    otherwise list the pending items of the eval's sources (newest first) with their nearest
-    neighbours and ask about each: [a]pprove, [r]eject (with a reason), [s]kip, [q]uit. Then show
-    each duplicate decided with a low margin (closest call first) beside the item it matched:
-    [k]eep as duplicate, [n]ot a duplicate (with a note), [s]kip, [q]uit.
+    r"""Approve or reject the items dedup kept as unique, or undo a decision.
 
-    Exit status: 0 when every decision was taken, 3 when some were refused, 2 on bad usage."""
-    if approve or reject:
+    With --undo, --approve or --reject, act on those ids without prompts (undos
+    first: an undo takes back the newest approval or rejection the command line
+    took of the item, which goes back to the review queue; once a release has
+    acted on a decision, it stays).
+
+    Otherwise walk the review queue of the eval's sources, oldest incident
+    first: each item in full as "n of N", with its dedup decision and nearest
+    curated neighbours. Sealed-bound items are shown by source, date, status and
+    dedup decision only, unless --sealed-view opens an audited sealed review
+    window on --eval, which takes one unit of its sealed-read budget. Then each
+    duplicate decided with a low margin (closest call first) is shown beside the
+    item it matched.
+
+    Keys: \[a]pprove, \[r]eject (asks a reason), \[s]kip (Enter), \[b]ack,
+    \[u]ndo (the newest decision of this pass; its item is shown again), \[q]uit.
+    Close calls: \[k]eep as duplicate, \[n]ot a duplicate (asks a note), \[s]kip,
+    \[q]uit. Any other key is named and asked again.
+
+    Exit status: 0 when all were taken, 3 when some were refused, 2 on bad usage,
+    7 when the eval's sealed-read budget is spent."""
+    engine = open_engine()
+    if undo or approve or reject:
+        done = undo_ids(engine, undo or [])
         decisions = [ReviewDecision(item_id=item_id, decision=Decision.APPROVE, reason=reason) for item_id in approve or []]
         decisions += [ReviewDecision(item_id=item_id, decision=Decision.REJECT, reason=reason) for item_id in reject or []]
-        decide_ids(open_engine(), decisions)
+        if decisions:
+            done = decide_ids(engine, decisions) and done
+        if not done:
+            raise typer.Exit(EXIT_REJECTED)
         return
-    sources = list(source or [])
-    engine = open_engine()
-    if eval_name is not None:
-        from service.evals.definitions import require_eval
-
-        with Session(engine) as session:
-            try:
-                sources += require_eval(session=session, name=eval_name).sources
-            except ProblemError as exc:
-                raise fail(exc.detail) from exc
+    if sealed_view and eval_name is None:
+        raise fail("--sealed-view needs --eval NAME: a sealed review window is opened on one eval, and counted against its sealed-read budget")
+    evaluation = _eval(engine, eval_name) if eval_name is not None else None
+    sources = list(dict.fromkeys([*(evaluation.sources if evaluation is not None else []), *(source or [])]))
     if not sources:
-        raise fail("name the items to review: --eval NAME or --source NAME, or decide ids with --approve/--reject")
-    interactive_review(engine, sources=sources, limit=limit, neighbours=neighbours, margin=margin)
+        raise fail("name the items to review: --eval NAME or --source NAME, or act on ids with --approve/--reject/--undo")
+    if sealed_view and evaluation is not None:
+        open_window(engine, evaluation)
+    interactive_review(engine, sources=sources, evaluation=evaluation, limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view)
 
 
 def register(app: typer.Typer) -> None:
-    """Add `review` to the `goldenset` app."""
+    """Add `review` and the `item` group (`service.items.edit_cli`) to the `goldenset` app."""
     app.command()(review)
+    app.add_typer(item_app, name="item")

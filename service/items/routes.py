@@ -1,8 +1,11 @@
-"""Items over HTTP: filtered, cursor-paginated lists and single items (`read`), and review
-decisions on the items dedup kept as unique (`curate`).
+"""Items over HTTP: filtered, cursor-paginated lists, single items and their revisions (`read`),
+curators' edits (`curate`) and review decisions on the items dedup kept as unique, and their
+undoing (`curate`).
 
-Items in (or bound for) a sealed slice are listed without their content (`service.items.reads`).
-Every response that serves item content is audited (`item.read`).
+Items in (or bound for) a sealed slice are listed without their content (`service.items.reads`);
+editing one needs the `sealed` scope as well, and its revisions show text only to that scope.
+Every response that serves item content is audited (`item.read`, `item.revisions_read`,
+`item.sealed_revisions_read`).
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from sqlmodel import Session
 
 from curation.dedup.overrides import overrides_of
-from curation.review import ReviewRefused, decide, review_batch
+from curation.editing import EditRefused, edit_item, item_revisions
+from curation.review import ReviewRefused, decide, review_batch, undo_review
 from schemas.common import Instant
-from schemas.item import ItemDetail, ItemPage, ItemRead, ItemStatus
-from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome
+from schemas.item import ItemDetail, ItemEdit, ItemPage, ItemRead, ItemRevisions, ItemStatus
+from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome, ReviewUndone
+from schemas.token import Scope
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
-from service.core.problems import problem_doc, refusal_problem
+from service.core.problems import ProblemError, problem_doc, refusal_problem
 from service.items.reads import dedup_read, item_page, item_read, require_item, withheld
 
 router = APIRouter(prefix="/v1/items")
@@ -62,12 +68,69 @@ def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, sessio
     override, none), `score` and `decided_at` of curation's newest decision about it; and
     `overrides`, people's rulings naming it. A sealed item comes without its content, dates,
     content hash, dedup details and rulings (`sealed: true`)."""
+    detail = _detail(session, item_id, secret_key)
+    if not detail.sealed:
+        audit_content_read(request, principal, [item_id])
+    return detail
+
+
+def _detail(session: Session, item_id: int, secret_key: str) -> ItemDetail:
+    """The item as `GET /v1/items/{id}` shows it (404 when there is none)."""
     item, source_name = require_item(session, item_id)
     sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
-    if not sealed:
-        audit_content_read(request, principal, [item_id])
     overrides = [] if sealed else overrides_of(session, item_id)
-    return ItemDetail(**item_read(item, source_name, sealed=sealed).model_dump(), dedup=dedup_read(session, item, sealed=sealed), overrides=overrides)
+    return ItemDetail(
+        **item_read(item, source_name, sealed=sealed).model_dump(),
+        dedup=dedup_read(session, item, sealed=sealed),
+        overrides=overrides,
+        curated_revision=item.curated_revision,
+        source_changed_at=None if sealed else item.source_changed_at,
+    )
+
+
+@router.patch("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])
+def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemDetail:
+    """Edit an item's `title`, `input`, `reference` or `tags` (those left out stay as they are),
+    with a `note` saying why: a new revision by the token's owner, kept with the content before it
+    (`GET /v1/items/{id}/revisions`). A changed title, input or reference is decided by dedup
+    again and then reviewed again (a decided item goes back to `candidate`; a tags-only edit keeps
+    its status); releases keep the text they froze. An item in (or bound for) a sealed slice needs
+    the `sealed` scope too. Audited (`item.edit`). Refused: `note_required`, `empty_input`,
+    `bad_character` and `no_change` (422), `not_found` (404), `reference_item` and `retired` (409)."""
+    if item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key) and Scope.SEALED.value not in principal.scopes:
+        raise ProblemError(403, "Forbidden", f"item {item_id} is in (or bound for) an eval's sealed slice: editing it needs the 'sealed' scope as well as 'curate'")
+    try:
+        item = edit_item(session=session, item_id=item_id, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=principal.actor)
+    except EditRefused as exc:
+        session.rollback()
+        raise refusal_problem(exc) from exc
+    recurate = item.status == ItemStatus.CANDIDATE.value
+    session.commit()
+    if recurate:
+        request.app.state.curation_trigger.request()
+    detail = _detail(session, item_id, secret_key)
+    # The audit writes on a connection of its own: on SQLite this read transaction (BEGIN
+    # IMMEDIATE) would hold the write lock it waits for.
+    session.rollback()
+    if not detail.sealed:
+        audit_content_read(request, principal, [item_id])
+    return detail
+
+
+@router.get("/{item_id}/revisions", response_model=ItemRevisions, responses=problem_doc(401, 403, 404), tags=["items"])
+def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemRevisions:
+    """Every revision of an item, oldest first: `revision`, `kind` (`source`: a changed record;
+    `curator`: an edit; `source_held`: a change the source proposed to an edited item, which kept
+    the curator's text), `at`, `actor`, `note`, and `changes`, each `{field, before, after}` for the
+    title, input, reference and tags. For an item in (or bound for) a sealed slice (`sealed: true`)
+    the dates, notes and values are withheld unless the token has the `sealed` scope."""
+    item, _source = require_item(session, item_id)
+    sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
+    shown = Scope.SEALED.value in principal.scopes
+    answer = item_revisions(session, item, sealed=sealed, shown=shown)
+    if shown or not sealed:
+        audit_content_read(request, principal, [item_id], "item.sealed_revisions_read" if sealed else "item.revisions_read")
+    return answer
 
 
 def _decide(session: WriteSessionDep, item_id: int, decision: Decision, reason: str, actor: str) -> ItemRead:
@@ -100,3 +163,19 @@ def approve(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDe
 def reject(item_id: IdPath, data: RejectBody, principal: CuratePrincipal, session: WriteSessionDep) -> ItemRead:
     """Reject a unique item, with the reason (409 unless it is unique); it never enters an eval."""
     return _decide(session, item_id, Decision.REJECT, data.reason, principal.actor)
+
+
+@router.post("/{item_id}/undo-review", response_model=ReviewUndone, responses=problem_doc(401, 403, 404, 409), tags=["review"])
+def undo(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewUndone:
+    """Undo the newest approval or rejection of an item, taken by this token's owner: the item is
+    `unique` again and back in the review queue, and `item.review_undone` is audited with what was
+    undone. Refused: `not_found` (404); `not_reviewed` (409: no decision in force, or undone
+    already), `released` (409: a release has taken the decision into account since, and keeps it),
+    `not_yours` (409: someone else took it)."""
+    try:
+        undone = undo_review(session=session, item_id=item_id, actor=principal.actor)
+    except ReviewRefused as exc:
+        session.rollback()
+        raise refusal_problem(exc) from exc
+    session.commit()
+    return undone

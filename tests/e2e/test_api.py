@@ -178,6 +178,7 @@ def test_items_are_listed_newest_first_with_filters_and_cursor_pages(live_server
         one = reader.get(f"/v1/items/{seen[0]['id']}").json()
         assert one.pop("dedup") == {"status": "candidate", "duplicate_of": None, "stage": None, "score": None, "decided_at": None}
         assert one.pop("overrides") == []
+        assert (one.pop("curated_revision"), one.pop("source_changed_at")) == (None, None)  # never edited
         assert one == seen[0]
         assert reader.get("/v1/items/999999").status_code == 404
         sources = reader.get("/v1/sources").json()

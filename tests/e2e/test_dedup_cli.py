@@ -21,7 +21,7 @@ from tests.support.command_line import command_line
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    with command_line(database_url, monkeypatch, encoder=shared_encoder(), wide=("service.dedup.dedup_cli", "service.items.cli")) as runner:
+    with command_line(database_url, monkeypatch, encoder=shared_encoder(), wide=("service.dedup.dedup_cli", "service.items.cli", "service.items.review_cli")) as runner:
         yield runner
 
 

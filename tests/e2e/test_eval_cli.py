@@ -20,7 +20,7 @@ from tests.support.command_line import command_line
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli")) as runner:
+    with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli", "service.items.review_cli")) as runner:
         yield runner
 
 
@@ -71,7 +71,8 @@ def test_create_refresh_verify_and_export_from_the_command_line(cli: CliRunner, 
 def test_review_by_id_and_interactively_with_neighbours(cli: CliRunner, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 6)])
     ids = _ids(engine)
-    assert cli.invoke(app, ["eval", "create", "ops", "--source", "kev"]).exit_code == 0
+    # Nothing sealed, so every item of the pass is shown in full, with its neighbours.
+    assert cli.invoke(app, ["eval", "create", "ops", "--source", "kev", "--sealed-fraction", "0"]).exit_code == 0
     decided = cli.invoke(app, ["review", "--approve", str(ids["CVE-2024-0001"]), "--reject", str(ids["CVE-2024-0002"]), "--reason", "not gradable"])
     assert decided.exit_code == 0, decided.output
     assert f"approved: {ids['CVE-2024-0001']}" in decided.output and f"rejected: {ids['CVE-2024-0002']}" in decided.output
@@ -79,13 +80,13 @@ def test_review_by_id_and_interactively_with_neighbours(cli: CliRunner, engine: 
     assert refused.exit_code == 3 and "already approved" in refused.output
     assert cli.invoke(app, ["review", "--reject", str(ids["CVE-2024-0003"])]).exit_code == 3  # a rejection needs a reason
 
-    # Pending, newest first: 5, 4, 3. Approve 5, reject 4 (asked again for an empty reason), quit.
+    # Pending, oldest first: 3, 4, 5. Approve 3, reject 4 (asked again for an empty reason), quit.
     session = cli.invoke(app, ["review", "--eval", "ops"], input="a\nr\n\nduplicate of OPS-12\nq\n")
     assert session.exit_code == 0, session.output
     assert "3 item(s) to review" in session.output and "nearest" in session.output
     assert "approved 1, rejected 1, skipped 0" in session.output
     with Session(engine) as db:
         statuses = {item.external_id: item.status for item in db.exec(select(Item))}
-    assert statuses == {"CVE-2024-0001": "approved", "CVE-2024-0002": "rejected", "CVE-2024-0003": "unique", "CVE-2024-0004": "rejected", "CVE-2024-0005": "approved"}
+    assert statuses == {"CVE-2024-0001": "approved", "CVE-2024-0002": "rejected", "CVE-2024-0003": "approved", "CVE-2024-0004": "rejected", "CVE-2024-0005": "unique"}
     assert "1 item(s) to review" in cli.invoke(app, ["review", "--source", "kev", "--no-neighbours"], input="q\n").output
     assert cli.invoke(app, ["review"]).exit_code == 2

@@ -137,8 +137,21 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     leaked = [secret for secret in secrets if secret and secret in response.text]
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
     # Every GET endpoint answered something; only the admin's audit and the curators' low-margin
-    # duplicates refused the reader outright. (The temporal-split report needs `model` and `eval`
-    # or `corpus` in the query: 422 without them.)
-    assert {template for template, codes in statuses.items() if 200 not in codes} == {"/v1/audit", "/v1/dedup/low-margin", "/v1/reports/temporal-split"}
+    # duplicates and review queue refused the reader outright. (The temporal-split report needs
+    # `model` and `eval` or `corpus` in the query: 422 without them.)
+    expected_refusals = {"/v1/audit", "/v1/dedup/low-margin", "/v1/evals/{name}/review-queue", "/v1/reports/temporal-split"}
+    assert {template for template, codes in statuses.items() if 200 not in codes} == expected_refusals
+    # The review queue is the curators': a `curate` token without `sealed` pages through it, and its
+    # text filter finds nothing by a sealed item's title or input.
+    with httpx.Client(base_url=url, headers=auth(token(engine, "curate", name="curator")), timeout=30) as client:
+        searched = sorted(secret for secret in secrets if len(secret) <= 200)[:20]
+        pages: list[dict[str, str | int]] = [{"limit": 500}, {"limit": 3, "offset": 4}]
+        pages += [{"text": secret} for secret in searched]
+        for params in pages:
+            response = client.get("/v1/evals/ops/review-queue", params=params)
+            assert response.status_code == 200, response.text[:300]
+            assert not [secret for secret in secrets if secret in response.text], params
+            if "text" in params:
+                assert response.json()["total"] == 0, params
     assert statuses["/v1/evals/{name}/releases/{ref}/items"] >= {200, 403}
     assert requests > 200

@@ -25,7 +25,7 @@ FORBIDDEN = {
     "curation": {"service", *WEB},
 }
 CURATION_MAY_USE_FROM_INGEST = {"ingest.normalisation", "ingest.http"}
-SERVICE_DOMAINS = ("sources", "items", "dedup", "evals", "runs", "evidence")
+SERVICE_DOMAINS = ("sources", "items", "dedup", "evals", "runs", "evidence", "ui")
 ENTRY_POINTS = {"service.app", "service.cli", "service.scheduler"}
 MAX_LINES = 400
 MAX_SERVICE_TOP_MODULES = 8

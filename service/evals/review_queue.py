@@ -1,0 +1,236 @@
+"""The review queue: the items of an eval's sources waiting for review (`unique`), oldest incident
+first, each with what a reviewer decides by: its content, its decision in force from dedup, whether
+it is bound for a sealed slice, and whether its source changed it after a curator's edit.
+
+Sealed-bound items (`curation.releases.visibility`) stay in the queue, and in its total, but are
+shown by metadata only (source, dates, status, dedup decision without the item matched) unless
+the reader holds an open sealed review window (`service.evals.sealed_review`) on every eval that
+seals them. A text filter never looks at the text of an item the reader may not see: such items
+are left out of its matches, so the filter cannot be used to guess at sealed content.
+
+Cost on a large pool: without a text filter, one count and one page query on the item's indexed
+columns, one query for the page's decisions in force, and the visibility queries over the page.
+With `text` (SQL LIKE, case-insensitive), the ids of the matches are read in one query and their
+visibility decided in batches before the page is cut. No query is made per item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, func, or_
+from sqlmodel import Session, col, select
+
+from curation.releases.sealing import is_sealed
+from curation.releases.visibility import SealKeyOf, sealed_item_ids
+from schemas.dedup import DedupDecision
+from schemas.evals import Eval, EvalItem, Split
+from schemas.item import Item, ItemStatus
+from schemas.review import QueueDecision, ReviewQueueEntry, ReviewQueuePage
+from schemas.source import Source
+from service.evals.definitions import seal_keys
+
+VISIBILITY_BATCH = 2000
+LIKE_ESCAPE = "/"
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    """What narrows the queue: incidents at or after `occurred_after` and before
+    `occurred_before`, and `text` found (case-insensitive) in the title or the input."""
+
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+    text: str | None = None
+
+
+def review_queue(
+    *,
+    session: Session,
+    evaluation: Eval,
+    secret_key: str,
+    source: str | None = None,
+    occurred_after: datetime | None = None,
+    occurred_before: datetime | None = None,
+    text: str | None = None,
+    limit: int,
+    offset: int,
+    revealed: Collection[int] = (),
+) -> ReviewQueuePage:
+    """One page of the eval's review queue (`source`: only that source of the eval's; a source it
+    does not take gives an empty queue). `revealed`: the ids of the evals on which the reader holds
+    an open sealed review window; a sealed-bound item is shown in full only when every eval that
+    seals it is among them. Reads only: the caller audits what it serves (`serve_queue`)."""
+    sources = evaluation.sources if source is None else [name for name in evaluation.sources if name == source]
+    filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
+    return source_queue(session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=evaluation.name)
+
+
+def source_queue(
+    *,
+    session: Session,
+    sources: Collection[str],
+    secret_key: str,
+    filters: QueueFilters,
+    limit: int,
+    offset: int,
+    revealed: Collection[int] = (),
+    eval_name: str | None = None,
+) -> ReviewQueuePage:
+    """One page of the review queue of `sources` (`review_queue`), numbered from `offset + 1`."""
+    names = {source_id: name for source_id, name in session.exec(select(Source.id, Source.name).where(col(Source.name).in_(sorted(set(sources))))).all() if source_id is not None}
+    conditions: list[ColumnElement[bool]] = [col(Item.status) == ItemStatus.UNIQUE.value, col(Item.source_id).in_(sorted(names))]
+    if filters.occurred_after is not None:
+        conditions.append(col(Item.occurred_at) >= filters.occurred_after)
+    if filters.occurred_before is not None:
+        conditions.append(col(Item.occurred_at) < filters.occurred_before)
+    order = (col(Item.occurred_at), col(Item.id))
+    seal_key_of = _remembered(seal_keys(secret_key=secret_key))
+    revealed = set(revealed)
+    if filters.text:
+        pattern = _like_pattern(filters.text)
+        matching = or_(col(Item.title).ilike(pattern, escape=LIKE_ESCAPE), col(Item.input).ilike(pattern, escape=LIKE_ESCAPE))
+        matches = session.exec(select(Item.id, Item.source_id).where(*conditions, matching).order_by(*order)).all()
+        hidden: set[int] = set()
+        for start in range(0, len(matches), VISIBILITY_BATCH):
+            batch = {item_id: names[source_id] for item_id, source_id in matches[start : start + VISIBILITY_BATCH] if item_id is not None}
+            hidden |= _withheld(session, batch, seal_key_of, revealed)
+        visible = [item_id for item_id, _ in matches if item_id is not None and item_id not in hidden]
+        total = len(visible)
+        wanted = visible[offset : offset + limit]
+        found = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(wanted))).all()}
+        items = [found[item_id] for item_id in wanted if item_id in found]
+    else:
+        total = int(session.exec(select(func.count()).select_from(Item).where(*conditions)).one())
+        items = list(session.exec(select(Item).where(*conditions).order_by(*order).offset(offset).limit(limit)).all())
+    on_page = {item.id: names[item.source_id] for item in items if item.id is not None}
+    sealed = sealed_item_ids(session=session, item_ids=on_page, seal_key_of=seal_key_of)
+    withheld = _withheld(session, {item_id: on_page[item_id] for item_id in sealed}, seal_key_of, revealed, sealed=sealed)
+    decisions = decisions_in_force(session, list(on_page))
+    entries = [
+        _entry(item, position=offset + index + 1, source=on_page[item.id], sealed=item.id in sealed, withheld=item.id in withheld, decision=decisions.get(item.id))
+        for index, item in enumerate(items)
+        if item.id is not None
+    ]
+    return ReviewQueuePage(eval=eval_name, total=total, offset=offset, limit=limit, withheld=len(withheld), note=_note(len(withheld), filters), entries=entries)
+
+
+def decisions_in_force(session: Session, item_ids: Sequence[int]) -> dict[int, DedupDecision]:
+    """The newest dedup decision of each of `item_ids` that has one, in one query."""
+    if not item_ids:
+        return {}
+    newest = select(func.max(DedupDecision.id)).where(col(DedupDecision.item_id).in_(sorted(set(item_ids)))).group_by(col(DedupDecision.item_id))
+    return {decision.item_id: decision for decision in session.exec(select(DedupDecision).where(col(DedupDecision.id).in_(newest))).all()}
+
+
+def sealing_evals(session: Session, items: dict[int, str], seal_key_of: SealKeyOf) -> dict[int, set[int]]:
+    """For each of `items` (id: source name), the evals that seal it, by the rule of
+    `curation.releases.visibility`: a released item is sealed by the evals that hold it sealed;
+    an unreleased one by each eval taking its source whose key seals it, or whose key cannot be
+    read (failing closed). Items no eval seals are left out."""
+    if not items:
+        return {}
+    result: dict[int, set[int]] = {}
+    released: set[int] = set()
+    for item_id, eval_id, split in session.exec(select(EvalItem.item_id, EvalItem.eval_id, EvalItem.split).where(col(EvalItem.item_id).in_(sorted(items)))).all():
+        released.add(item_id)
+        if split == Split.SEALED.value:
+            result.setdefault(item_id, set()).add(eval_id)
+    unreleased = [item_id for item_id in items if item_id not in released]
+    if not unreleased:
+        return result
+    for evaluation in session.exec(select(Eval)).all():
+        assert evaluation.id is not None
+        taken = set(evaluation.sources)
+        candidates = [item_id for item_id in unreleased if items[item_id] in taken]
+        try:
+            key = seal_key_of(evaluation) if candidates else b""
+        except ValueError:
+            key = None
+        for item_id in candidates:
+            if key is None or is_sealed(key, item_id, evaluation.sealed_fraction):
+                result.setdefault(item_id, set()).add(evaluation.id)
+    return result
+
+
+def _withheld(session: Session, items: dict[int, str], seal_key_of: SealKeyOf, revealed: set[int], *, sealed: set[int] | None = None) -> set[int]:
+    """Those of `items` (id: source name) whose content the reader may not see: sealed-bound, and
+    not sealed only by evals in `revealed`. `sealed`: the sealed ones among them, when known."""
+    if sealed is None:
+        sealed = sealed_item_ids(session=session, item_ids=items, seal_key_of=seal_key_of)
+    if not sealed or not revealed:
+        return set(sealed)
+    sealers = sealing_evals(session, {item_id: items[item_id] for item_id in sealed}, seal_key_of)
+    return {item_id for item_id in sealed if not sealers.get(item_id) or not sealers[item_id] <= revealed}
+
+
+def _remembered(seal_key_of: SealKeyOf) -> SealKeyOf:
+    """`seal_key_of`, decrypting each eval's key once."""
+    keys: dict[int | None, bytes] = {}
+
+    def key_of(evaluation: Eval) -> bytes:
+        if evaluation.id not in keys:
+            keys[evaluation.id] = seal_key_of(evaluation)
+        return keys[evaluation.id]
+
+    return key_of
+
+
+def _like_pattern(text: str) -> str:
+    """A LIKE pattern finding `text` anywhere, its own `%`, `_` and escape characters taken literally."""
+    escaped = text.replace(LIKE_ESCAPE, LIKE_ESCAPE * 2).replace("%", f"{LIKE_ESCAPE}%").replace("_", f"{LIKE_ESCAPE}_")
+    return f"%{escaped}%"
+
+
+def _decision(decision: DedupDecision | None, *, withheld: bool) -> QueueDecision | None:
+    if decision is None:
+        return None
+    details = decision.details or {}
+    matched = decision.matched_item_id if decision.matched_item_id is not None else details.get("ruled_apart_from")
+    rule, margin = details.get("rule"), details.get("margin")
+    return QueueDecision(
+        status=decision.status,
+        stage=decision.stage,
+        rule=rule if isinstance(rule, str) else None,
+        score=decision.score,
+        margin=float(margin) if isinstance(margin, int | float) else None,
+        matched_item_id=None if withheld or not isinstance(matched, int) else matched,
+        decided_at=decision.decided_at,
+    )
+
+
+def _entry(item: Item, *, position: int, source: str, sealed: bool, withheld: bool, decision: DedupDecision | None) -> ReviewQueueEntry:
+    assert item.id is not None
+    content: dict[str, object] = {"external_id": "", "title": "", "input": "", "reference": "", "metadata": {}, "tags": []}
+    if not withheld:
+        content = {"external_id": item.external_id, "title": item.title, "input": item.input, "reference": item.reference, "metadata": item.meta, "tags": item.tags}
+    return ReviewQueueEntry.model_validate(
+        {
+            "position": position,
+            "id": item.id,
+            "source": source,
+            "occurred_at": item.occurred_at,
+            "ingested_at": item.ingested_at,
+            "status": item.status,
+            "sealed": sealed,
+            "withheld": withheld,
+            "source_changed_at": item.source_changed_at,
+            "dedup": _decision(decision, withheld=withheld),
+            **content,
+        }
+    )
+
+
+def _note(withheld: int, filters: QueueFilters) -> str | None:
+    parts = []
+    if withheld:
+        parts.append(
+            f"{withheld} sealed-bound item(s) on this page are shown by their metadata only (source, dates, status, dedup decision): their content goes out "
+            "only in a sealed review window, which needs the `sealed` scope and takes one unit of the eval's sealed-read budget"
+        )
+    if filters.text:
+        parts.append("the text filter matches only items whose content this reader may see")
+    return "; ".join(parts) or None
+

@@ -1,0 +1,169 @@
+"""The sealed review window: a reviewer with the `sealed` scope sees the sealed-bound items of an
+eval's review queue in full, for `GOLDENSET_SEALED_RUN_READ_HOURS`, at the price of one unit of
+the eval's sealed-read budget for its coming release.
+
+The ledger is the audit trail, so it needs no table of its own: each opening is an
+`eval.sealed_review_opened` event on the eval (details: `token_id`, null for the command line,
+and `until`); a refusal is `eval.sealed_review_refused`. The openings counted against the budget
+are those since the eval's latest release was written (or since the eval was created): each
+release's sealed slice gets the eval's whole budget, as sealed reads of a release do. A window
+belongs to the token that opened it (the command line's windows to the command line); opening
+again while it is open returns it and counts nothing.
+
+Every sealed-bound entry a window shows is audited as it is served (`item.sealed_review_read`,
+one event per page, naming the item ids); `serve_queue` does that for every caller (routes, the
+web UI, the command line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from schemas.audit import AuditEvent
+from schemas.common import utcnow
+from schemas.evals import Eval
+from schemas.release import Release
+from schemas.review import ReviewQueuePage, SealedReviewWindow
+from service.core.audit import record_read
+from service.evals.definitions import seal_keys
+from service.evals.review_queue import QueueFilters, sealing_evals, source_queue
+
+OPENED = "eval.sealed_review_opened"
+REFUSED = "eval.sealed_review_refused"
+READ = "item.sealed_review_read"
+LONGEST_WINDOW = timedelta(hours=24 * 30)
+"""No window outlasts this (the largest `GOLDENSET_SEALED_RUN_READ_HOURS`): older openings are closed."""
+
+
+class SealedReviewBudgetSpent(PermissionError):
+    """The eval's sealed-read budget for its coming release is spent by sealed review windows."""
+
+    def __init__(self, evaluation: Eval, used: int) -> None:
+        self.budget = evaluation.sealed_read_budget
+        self.used = used
+        super().__init__(
+            f"the sealed-read budget of eval {evaluation.name!r} is {evaluation.sealed_read_budget} per release and {used} sealed review window(s) were opened "
+            "since its latest release; review sealed-bound items by their metadata, or wait for the next release"
+        )
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who reads the review queue: the actor written to the audit trail, the token (None: the
+    command line), whether it may see sealed content at all (the `sealed` scope, or the command
+    line's `--sealed-view`), and the endpoint or command named in the audit trail."""
+
+    actor: str
+    token_id: int | None
+    may_see_sealed: bool
+    endpoint: str
+
+
+def _budget_start(session: Session, evaluation: Eval) -> datetime:
+    """When the eval's latest release was written, or the eval created: the budget counts from there."""
+    written = session.exec(select(Release.created_at).where(Release.eval_id == evaluation.id).order_by(col(Release.number).desc()).limit(1)).first()
+    return written if written is not None else evaluation.created_at
+
+
+def sealed_reviews_used(*, session: Session, evaluation: Eval) -> int:
+    """How many sealed review windows on the eval were opened since its latest release (or since
+    it was created): what they took of the budget of its coming release."""
+    since = _budget_start(session, evaluation)
+    query = select(func.count()).select_from(AuditEvent).where(AuditEvent.action == OPENED, AuditEvent.object_id == evaluation.name, col(AuditEvent.at) >= since)
+    return int(session.exec(query).one())
+
+
+def open_sealed_reviews(*, session: Session, token_id: int | None, now: datetime | None = None) -> dict[str, datetime]:
+    """The evals (by name) on which `token_id` (None: the command line) holds an open window, and
+    when each closes."""
+    now = now or utcnow()
+    rows = session.exec(
+        select(AuditEvent.object_id, AuditEvent.details).where(AuditEvent.action == OPENED, col(AuditEvent.at) >= now - LONGEST_WINDOW).order_by(col(AuditEvent.id))
+    ).all()
+    windows: dict[str, datetime] = {}
+    for eval_name, details in rows:
+        if eval_name is None or details.get("token_id") != token_id:
+            continue
+        until = datetime.fromisoformat(str(details.get("until")))
+        if until > now and until > windows.get(eval_name, now):
+            windows[eval_name] = until
+    return windows
+
+
+def sealed_review_open_until(*, session: Session, evaluation: Eval, token_id: int | None, now: datetime | None = None) -> datetime | None:
+    """When the window of `token_id` (None: the command line) on the eval closes; None when it
+    holds no open window."""
+    return open_sealed_reviews(session=session, token_id=token_id, now=now).get(evaluation.name)
+
+
+def open_sealed_review(*, session: Session, evaluation: Eval, token_id: int | None, actor: str, hours: int, now: datetime | None = None) -> SealedReviewWindow:
+    """Open a window of `hours` on the eval for `token_id` (None: the command line), counting one
+    unit of the eval's sealed-read budget, and audit it; return the window already open instead,
+    counting nothing. Commits. Raises SealedReviewBudgetSpent (audited, counting nothing) once the
+    openings since the latest release reach the budget. The caller has checked the `sealed` scope.
+    Concurrent openings are serialised on the eval (a row lock on PostgreSQL; on SQLite, pass a
+    `write_session`), so the budget is never overrun."""
+    now = now or utcnow()
+    session.exec(select(Eval.id).where(Eval.id == evaluation.id).with_for_update()).first()
+    used = sealed_reviews_used(session=session, evaluation=evaluation)
+    budget = evaluation.sealed_read_budget
+    until = sealed_review_open_until(session=session, evaluation=evaluation, token_id=token_id, now=now)
+    if until is not None:
+        session.commit()
+        return SealedReviewWindow(eval=evaluation.name, until=until, opened=False, budget=budget, used=used)
+    if used >= budget:
+        session.add(AuditEvent(actor=actor, action=REFUSED, object_type="eval", object_id=evaluation.name, count=0, details={"token_id": token_id, "budget": budget, "used": used}))
+        session.commit()
+        raise SealedReviewBudgetSpent(evaluation, used)
+    until = now + timedelta(hours=hours)
+    details = {"token_id": token_id, "until": until.isoformat(), "budget": budget, "used": used + 1}
+    session.add(AuditEvent(actor=actor, action=OPENED, object_type="eval", object_id=evaluation.name, at=now, details=details))
+    session.commit()
+    return SealedReviewWindow(eval=evaluation.name, until=until, opened=True, budget=budget, used=used + 1)
+
+
+def serve_queue(
+    engine: Engine,
+    *,
+    viewer: Viewer,
+    sources: Collection[str],
+    secret_key: str,
+    filters: QueueFilters,
+    limit: int,
+    offset: int,
+    evaluation: Eval | None = None,
+) -> ReviewQueuePage:
+    """One page of the review queue of `sources` (those of `evaluation` when given) as `viewer`
+    may see it, audited: the entries served with content (`item.read`), and apart from them the
+    sealed-bound ones that open windows of the viewer revealed, each window covering an eval that
+    seals them (`item.sealed_review_read`, on the page's eval, naming the windows)."""
+    with Session(engine) as session:
+        windows = open_sealed_reviews(session=session, token_id=viewer.token_id) if viewer.may_see_sealed else {}
+        revealed = {eval_id for eval_id in session.exec(select(Eval.id).where(col(Eval.name).in_(sorted(windows)))).all() if eval_id is not None}
+        eval_name = evaluation.name if evaluation is not None else None
+        page = source_queue(session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=eval_name)
+    if evaluation is not None:
+        page.sealed_review_until = windows.get(evaluation.name)
+    shown = [entry.id for entry in page.entries if not entry.sealed]
+    sealed_shown = [entry.id for entry in page.entries if entry.sealed and not entry.withheld]
+    record_read(engine, actor=viewer.actor, action="item.read", endpoint=viewer.endpoint, object_type="item", object_id=None, item_ids=shown)
+    details = {"token_id": viewer.token_id, "windows": sorted(windows)}
+    object_id = evaluation.name if evaluation is not None else ",".join(sorted(windows))
+    record_read(engine, actor=viewer.actor, action=READ, endpoint=viewer.endpoint, object_type="eval", object_id=object_id, item_ids=sealed_shown, details=details)
+    return page
+
+
+def sealed_view_covers(*, session: Session, token_id: int | None, item_id: int, source: str, secret_key: str) -> tuple[bool, list[str]]:
+    """Whether the open sealed review windows of `token_id` cover a sealed-bound item: every eval
+    that seals it is among them. Also returns the names of the evals that seal it, so a page can
+    say where to open a window."""
+    sealers = sealing_evals(session, {item_id: source}, seal_keys(secret_key=secret_key)).get(item_id, set())
+    names = sorted(name for name in session.exec(select(Eval.name).where(col(Eval.id).in_(sorted(sealers)))).all())
+    windows = open_sealed_reviews(session=session, token_id=token_id)
+    return bool(names) and all(name in windows for name in names), names

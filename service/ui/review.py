@@ -1,0 +1,334 @@
+"""The review queue page, `/ui/evals/{name}/review`: one item at a time, in full, beside its nearest
+earlier items with the differing words marked, with approve, reject (with a reason), edit, skip,
+back and undo, keyboard shortcuts, "n of N", filters, and bulk decisions over the queue's list.
+
+The queue is `service.evals.sealed_review.serve_queue`, which audits what it serves and shows
+sealed-bound items by metadata only unless the person opened a sealed review window (the
+`sealed` scope; audited and budgeted) from this page. Neighbours come from stored vectors
+(`curation.dedup.similarity.similar_to_stored`): no page runs the embedding model. Sealed-bound
+items are never shown as neighbours, and a withheld item gets no neighbours at all.
+
+Every decision is taken where it is pressed and answered with a redirect (303) to the queue at
+the same place, so the next item slides in; "Undo" undoes this person's newest decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from typing import Annotated, Any
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from markupsafe import Markup
+from sqlmodel import Session, col, select
+
+from curation.dedup.similarity import NotIndexed, similar_to_stored
+from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review
+from schemas.audit import AuditEvent
+from schemas.evals import Eval
+from schemas.item import Item
+from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQueuePage
+from schemas.source import Source
+from schemas.token import Scope
+from service.core.audit import record_read
+from service.core.db import write_session
+from service.core.problems import ProblemError
+from service.evals.definitions import require_eval
+from service.evals.review_queue import QueueFilters
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
+from service.items.reads import withheld
+from service.ui.pages import UiRefused, done, need, page, principal, ui_router
+from service.ui.worddiff import side_by_side
+
+router = ui_router()
+LIST_SIZE = 25
+NEIGHBOURS = 3
+MAX_BULK = 200
+MAX_TEXT = 200
+MAX_POSITION = 10_000_000
+DECISIONS = ("item.approve", "item.reject", UNDONE)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a person is in a queue: its filters and the position (1-based) of the item shown."""
+
+    source: str | None = None
+    after: date | None = None
+    before: date | None = None
+    text: str | None = None
+    at: int = 1
+
+    def query(self, **changes: Any) -> str:
+        values = {"source": self.source, "after": self.after, "before": self.before, "text": self.text, "at": self.at, **changes}
+        return urlencode({key: str(value) for key, value in values.items() if value not in (None, "")})
+
+    def filters(self) -> QueueFilters:
+        return QueueFilters(
+            occurred_after=datetime.combine(self.after, time(), UTC) if self.after else None,
+            occurred_before=datetime.combine(self.before, time(), UTC) if self.before else None,
+            text=self.text or None,
+        )
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A nearest earlier item and the two texts side by side, the differing words marked."""
+
+    item: Item
+    source: str
+    score: float
+    cosine: float
+    theirs: Markup
+    ours: Markup
+    title_theirs: Markup
+    title_ours: Markup
+
+
+def _eval(session: Session, name: str) -> Eval:
+    try:
+        return require_eval(session=session, name=name)
+    except ProblemError as exc:
+        raise UiRefused(404, "No such eval", exc.detail) from exc
+
+
+def _url(name: str, place: Place, **changes: Any) -> str:
+    return f"/ui/evals/{name}/review?{place.query(**changes)}"
+
+
+def _neighbours(request: Request, session: Session, entry: ReviewQueueEntry, secret_key: str) -> tuple[list[Neighbour], str | None]:
+    """The entry's nearest earlier items that this person may see, from stored vectors; or why none."""
+    item = session.get(Item, entry.id)
+    if item is None:
+        return [], None
+    deduplicator = request.app.state.dedup_reader.without_waiting(request.app.state.engine)
+    if deduplicator is None:
+        return [], "The dedup index is loading: reload in a moment to see this item's nearest earlier items."
+    try:
+        ranked = similar_to_stored(session, lambda: deduplicator, item, k=NEIGHBOURS + 2)
+    except NotIndexed as exc:
+        return [], str(exc)
+    hidden = withheld(session=session, item_ids=[entry.item_id for entry in ranked], secret_key=secret_key)
+    wanted = [similar for similar in ranked if similar.item_id not in hidden][:NEIGHBOURS]
+    found = {other.id: other for other in session.exec(select(Item).where(col(Item.id).in_([similar.item_id for similar in wanted]))).all()}
+    sources = _source_names(session, {other.source_id for other in found.values()})
+    neighbours = []
+    for similar in wanted:
+        other = found.get(similar.item_id)
+        if other is None:
+            continue
+        theirs, ours = side_by_side(other.input, item.input)
+        title_theirs, title_ours = side_by_side(other.title, item.title)
+        neighbours.append(Neighbour(other, sources.get(other.source_id, "?"), similar.score, similar.cosine, theirs, ours, title_theirs, title_ours))
+    return neighbours, None if neighbours else "no earlier items are close to this one"
+
+
+def _source_names(session: Session, ids: set[int]) -> dict[int, str]:
+    return {source_id: name for source_id, name in session.exec(select(Source.id, Source.name).where(col(Source.id).in_(sorted(ids)))).all() if source_id is not None}
+
+
+def _last_decision(session: Session, actor: str) -> AuditEvent | None:
+    """This person's newest review decision, when it is not undone yet (what "Undo" undoes)."""
+    newest = session.exec(
+        select(AuditEvent).where(AuditEvent.actor == actor, col(AuditEvent.action).in_(DECISIONS), AuditEvent.object_type == "item").order_by(col(AuditEvent.id).desc()).limit(1)
+    ).first()
+    return None if newest is None or newest.action == UNDONE else newest
+
+
+def _links(item: Item) -> list[str]:
+    """The item's web links from its metadata (http and https only)."""
+    links = []
+    for value in (item.meta or {}).values():
+        if isinstance(value, str) and urlsplit(value).scheme in ("http", "https") and urlsplit(value).netloc:
+            links.append(value)
+    return links[:5]
+
+
+@router.get("/ui/evals/{name}/review")
+def review_page(
+    request: Request,
+    name: str,
+    source: Annotated[str | None, Query(max_length=200)] = None,
+    after: Annotated[str, Query(max_length=40)] = "",
+    before: Annotated[str, Query(max_length=40)] = "",
+    text: Annotated[str, Query(max_length=MAX_TEXT)] = "",
+    at: Annotated[int, Query(ge=1, le=MAX_POSITION)] = 1,
+) -> HTMLResponse:
+    who = need(request, Scope.CURATE, "Reviewing items")
+    settings = request.app.state.settings
+    secret_key = settings.secret_key.get_secret_value()
+    engine = request.app.state.engine
+    with Session(engine) as session:
+        evaluation = _eval(session, name)
+    if source and source not in evaluation.sources:
+        raise UiRefused(422, "No such source", f"eval {name!r} takes {', '.join(evaluation.sources)}, not {source!r}.")
+    place = _place(source or "", after, before, text, at, strict=True)
+    viewer = Viewer(actor=who.actor, token_id=who.token_id, may_see_sealed=Scope.SEALED.value in who.scopes, endpoint=f"GET /ui/evals/{name}/review")
+    offset = (at - 1) // LIST_SIZE * LIST_SIZE
+    sources = [source] if source else evaluation.sources
+    queue = serve_queue(engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=place.filters(), limit=LIST_SIZE, offset=offset, evaluation=evaluation)
+    if queue.total and at > queue.total:
+        return RedirectResponse(_url(name, place, at=queue.total), status_code=303)  # type: ignore[return-value]
+    current = next((entry for entry in queue.entries if entry.position == at), None)
+    neighbours: list[Neighbour] = []
+    no_neighbours: str | None = None
+    links: list[str] = []
+    with Session(engine) as session:
+        if current is not None and not current.withheld:
+            neighbours, no_neighbours = _neighbours(request, session, current, secret_key)
+            item = session.get(Item, current.id)
+            links = _links(item) if item is not None else []
+        last = _last_decision(session, who.actor)
+        last_item = session.get(Item, int(last.object_id)) if last is not None and last.object_id and last.object_id.isdigit() else None
+    if neighbours:
+        shown = [neighbour.item.id for neighbour in neighbours if neighbour.item.id is not None]
+        object_id = str(current.id) if current else None
+        record_read(engine, actor=who.actor, action="item.similar_read", endpoint=viewer.endpoint, object_type="item", object_id=object_id, item_ids=shown)
+    return page(request, "review.html", _context(evaluation, queue, place, current, neighbours, no_neighbours, links, last, last_item, request))
+
+
+def _context(
+    evaluation: Eval,
+    queue: ReviewQueuePage,
+    place: Place,
+    current: ReviewQueueEntry | None,
+    neighbours: list[Neighbour],
+    no_neighbours: str | None,
+    links: list[str],
+    last: AuditEvent | None,
+    last_item: Item | None,
+    request: Request,
+) -> dict[str, Any]:
+    name = evaluation.name
+    return {
+        "evaluation": evaluation,
+        "queue": queue,
+        "place": place,
+        "current": current,
+        "neighbours": neighbours,
+        "no_neighbours": no_neighbours,
+        "links": links,
+        "last": last,
+        "last_item": last_item,
+        "here": _url(name, place),
+        "previous": _url(name, place, at=place.at - 1) if place.at > 1 else None,
+        "following": _url(name, place, at=place.at + 1) if place.at < queue.total else None,
+        "edit_url": f"/ui/items/{current.id}/edit?{urlencode({'next': _url(name, place)})}" if current is not None else None,
+        "at_url": lambda position: _url(name, place, at=max(int(position), 1)),
+        "may_open_sealed": Scope.SEALED.value in principal(request).scopes,
+        "window_until": queue.sealed_review_until,
+    }
+
+
+def _place(source: str, after: str, before: str, text: str, at: int, *, strict: bool = False) -> Place:
+    """The place named by a page's address or a form's hidden fields. `strict`: a date that does
+    not read as YYYY-MM-DD is a 422 page (an address typed by a person); otherwise it is dropped."""
+
+    def day(value: str) -> date | None:
+        try:
+            return date.fromisoformat(value.strip()) if value.strip() else None
+        except ValueError:
+            if strict:
+                raise UiRefused(422, "Not a date", f"{value!r} is not a date: write it as YYYY-MM-DD.") from None
+            return None
+
+    return Place(source or None, day(after), day(before), text.strip() or None, max(at, 1))
+
+
+PlaceForm = Annotated[str, Form(max_length=MAX_TEXT)]
+
+
+def _form_place(source: PlaceForm = "", after: PlaceForm = "", before: PlaceForm = "", text: PlaceForm = "", at: Annotated[int, Form(ge=1, le=MAX_POSITION)] = 1) -> Place:
+    """The queue's place carried by an action's hidden fields, to return to after it."""
+    return _place(source, after, before, text, at)
+
+
+FormPlace = Annotated[Place, Depends(_form_place)]
+
+
+@router.post("/ui/evals/{name}/review/decide")
+def decide_one(
+    request: Request,
+    name: str,
+    item_id: Annotated[int, Form(ge=1)],
+    decision: Annotated[Decision, Form()],
+    place: FormPlace,
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> RedirectResponse:
+    who = need(request, Scope.CURATE, "Approving or rejecting items")
+    if decision is Decision.REJECT and not reason.strip():
+        return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
+    try:
+        with write_session(request.app.state.engine) as session:
+            decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor)
+            session.commit()
+    except ReviewRefused as exc:
+        return done(_url(name, place), f"Item {item_id} was not decided: {exc.detail}")
+    verb = "approved" if decision is Decision.APPROVE else "rejected"
+    return done(_url(name, place), f"Item {item_id} {verb}. Press u or Undo to take it back.")
+
+
+@router.post("/ui/evals/{name}/review/undo")
+def undo(
+    request: Request,
+    name: str,
+    item_id: Annotated[int, Form(ge=1)],
+    place: FormPlace,
+) -> RedirectResponse:
+    who = need(request, Scope.CURATE, "Undoing a review decision")
+    try:
+        with write_session(request.app.state.engine) as session:
+            undone = undo_review(session=session, item_id=item_id, actor=who.actor)
+            session.commit()
+    except ReviewRefused as exc:
+        return done(_url(name, place), f"Nothing undone: {exc.detail}")
+    return done(_url(name, place), f"Undone: item {item_id} is no longer {undone.undone.value}d and waits for review again.")
+
+
+@router.post("/ui/evals/{name}/review/bulk")
+def decide_many(
+    request: Request,
+    name: str,
+    place: FormPlace,
+    item: Annotated[list[int], Form(max_length=MAX_BULK)] = [],  # noqa: B006 (FastAPI copies defaults)
+    decision: Annotated[str, Form(max_length=16)] = "",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> RedirectResponse:
+    who = need(request, Scope.CURATE, "Approving or rejecting items")
+    ids = sorted({value for value in item if value > 0})
+    reason = reason.strip()
+    if not ids:
+        return done(_url(name, place), "Nothing selected: tick the items to decide first.")
+    if decision not in (Decision.APPROVE.value, Decision.REJECT.value):
+        return done(_url(name, place), "Choose Approve selected or Reject selected.")
+    if decision == Decision.REJECT.value and not reason:
+        return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
+    decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
+    with write_session(request.app.state.engine) as session:
+        outcome = review_batch(session=session, decisions=decisions, actor=who.actor)
+        session.commit()
+    parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
+    if outcome.errors:
+        parts.append(f"refused {len(outcome.errors)} ({'; '.join(error.detail for error in outcome.errors[:3])})")
+    return done(_url(name, place, at=1), "Bulk decision: " + ", ".join(parts) + ".")
+
+
+@router.post("/ui/evals/{name}/review/sealed")
+def open_sealed_view(
+    request: Request,
+    name: str,
+    place: FormPlace,
+) -> RedirectResponse:
+    who = need(request, Scope.SEALED, "The sealed view")
+    need(request, Scope.CURATE, "The sealed view")
+    hours = request.app.state.settings.sealed_run_read_hours
+    try:
+        with write_session(request.app.state.engine) as session:
+            window = open_sealed_review(session=session, evaluation=_eval(session, name), token_id=who.token_id, actor=who.actor, hours=hours)
+    except SealedReviewBudgetSpent as exc:
+        return done(_url(name, place), f"The sealed view did not open: {exc}")
+    opened = "opened" if window.opened else "already open"
+    until = f"{window.until:%Y-%m-%d %H:%M} UTC"
+    return done(_url(name, place), f"Sealed view {opened} until {until} ({window.used} of {window.budget} sealed reads used). Every sealed item shown is audited.")

@@ -1,0 +1,148 @@
+"""The web UI's entry: `/` (to `/ui`), signing in and out, the overview, and the mounting of every
+page module's router (each behind the CSRF check of `service.ui.pages`) and of the assets.
+
+The sign-in form, which comes before any session, carries the value of its own short-lived cookie
+instead of the session's CSRF value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Form, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from sqlmodel import Session
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from schemas.audit import AuditEvent
+from service.core.auth import TokenRefused
+from service.core.db import write_session
+from service.core.problems import ProblemError
+from service.core.sessions import COOKIE, COOKIE_PATH, LOGIN_CSRF_COOKIE, LOGIN_CSRF_SECONDS, csrf_matches, new_login_csrf, sign_in, sign_out
+from service.core.settings import Settings
+from service.ui import audit, evals, evidence, items, overview, registry, review
+from service.ui.pages import STATIC, UiRefused, page, refusal_page, signed, ui_router
+
+PAGES = (review, items, evals, registry, evidence, audit)
+"""The page modules, each with a `router` from `service.ui.pages.ui_router`."""
+
+router = ui_router()
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto", "").lower() == "https"
+
+
+def _next_page(value: str | None) -> str:
+    """Where to go after signing in: a page of this UI only (never another site)."""
+    if not value:
+        return "/ui"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/ui") or parts.path.startswith("/ui/login"):
+        return "/ui"
+    return value
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    return RedirectResponse("/ui", status_code=303)
+
+
+@router.get("/ui/login")
+def login_form(request: Request, next: str | None = None, error: str | None = None) -> HTMLResponse:
+    value = new_login_csrf()
+    response = page(request, "login.html", {"login_csrf": value, "next": _next_page(next), "error": error})
+    response.set_cookie(LOGIN_CSRF_COOKIE, value, max_age=LOGIN_CSRF_SECONDS, path="/ui/login", httponly=True, samesite="strict", secure=_secure(request))
+    return response
+
+
+@router.post("/ui/login")
+def login(
+    request: Request,
+    token: Annotated[str, Form(max_length=512)] = "",
+    csrf: Annotated[str, Form(max_length=128)] = "",
+    next: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    settings = _settings(request)
+    if not csrf_matches(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf):
+        raise UiRefused(403, "Form refused", "The sign-in form is out of date. Reload the page and sign in again.")
+    if not token.strip():
+        return login_form(request, next=next, error="Paste an API token (create one with `goldenset token create`).")
+    with write_session(request.app.state.engine) as session:
+        try:
+            cookie, _ = sign_in(session, token=token, secret_key=settings.secret_key.get_secret_value(), hours=settings.ui_session_hours)
+        except TokenRefused as exc:
+            session.rollback()
+            session.add(AuditEvent(actor="ui", action="ui.sign_in_refused", object_type="ui_session", object_id="", details={"why": str(exc)}))
+            session.commit()
+            return login_form(request, next=next, error=str(exc).replace("the bearer token", "This token").capitalize())
+        session.commit()
+    response = RedirectResponse(_next_page(next), status_code=303)
+    response.set_cookie(COOKIE, cookie, max_age=settings.ui_session_hours * 3600, path=COOKIE_PATH, httponly=True, samesite="strict", secure=_secure(request))
+    response.delete_cookie(LOGIN_CSRF_COOKIE, path="/ui/login")
+    return response
+
+
+@router.post("/ui/logout")
+def logout(request: Request) -> RedirectResponse:
+    with write_session(request.app.state.engine) as session:
+        sign_out(session, signed(request))
+        session.commit()
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path=COOKIE_PATH)
+    return response
+
+
+@router.get("/ui")
+def home(request: Request) -> HTMLResponse:
+    with Session(request.app.state.engine) as session:
+        return page(request, "overview.html", overview.overview(session, _settings(request)))
+
+
+def install(app: FastAPI) -> None:
+    """Mount the UI on `app`: its routes, its assets under `/ui/static`, and its error pages."""
+    app.include_router(router)
+    for module in PAGES:
+        app.include_router(module.router)
+    app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, UiRefused)
+        return refusal_page(request, exc)
+
+    app.add_exception_handler(UiRefused, refused)
+    for kind in (RequestValidationError, StarletteHTTPException, ProblemError):
+        _as_page_under_ui(app, kind)
+
+
+def _as_page_under_ui(app: FastAPI, kind: type[Exception]) -> None:
+    """Answer `kind` errors on `/ui` pages with an HTML page; elsewhere as the app already does."""
+    api_handler = app.exception_handlers[kind]
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        if not request.url.path.startswith("/ui"):
+            answer: Response = await api_handler(request, exc)  # type: ignore[misc]
+            return answer
+        return refusal_page(request, _refusal(exc))
+
+    app.add_exception_handler(kind, handler)
+
+
+def _refusal(exc: Exception) -> UiRefused:
+    if isinstance(exc, RequestValidationError):
+        wrong = "; ".join(f"{'.'.join(str(part) for part in error.get('loc', ())[1:])}: {error.get('msg', '')}" for error in exc.errors()[:5])
+        return UiRefused(422, "Not understood", f"Some values in the address or form are not valid ({wrong}). Go back and correct them.")
+    if isinstance(exc, ProblemError):
+        return UiRefused(exc.status, exc.title, exc.detail)
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return UiRefused(404, "Not found", "There is no such page. Use the menu above.")
+    return UiRefused(exc.status_code, "Not possible", str(exc.detail))
