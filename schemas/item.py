@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
-from sqlalchemy import Column, String, Text, UniqueConstraint
+from sqlalchemy import Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
@@ -62,7 +62,11 @@ class Item(ItemContent, table=True):
     (a curator's edit leaves it as it is).
     """
 
-    __table_args__ = (UniqueConstraint("source_id", "external_id", name="uq_item_source_external_id"),)
+    __table_args__ = (
+        UniqueConstraint("source_id", "external_id", name="uq_item_source_external_id"),
+        # The review queue: `unique` items of some sources, oldest incident first.
+        Index("ix_item_status_occurred_at_id_source_id", "status", "occurred_at", "id", "source_id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     source_id: int = Field(foreign_key="source.id", index=True)

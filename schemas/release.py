@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel
 from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -19,7 +20,11 @@ class Release(SQLModel, table=True):
     The unique `(eval_id, period_start)` pair makes a refresh exactly-once per period. `diff`
     holds `added` item ids and `retired` entries (`item_id`, `reason`) relative to the release
     before it. `dev_root` and `sealed_root` are the Merkle roots of each split
-    (`curation.releases.content.merkle_root`)."""
+    (`curation.releases.content.merkle_root`).
+
+    A release is never changed after it is written, but it can be withdrawn (`withdrawn_at`,
+    `withdrawn_by`, `withdrawn_reason`; `curation.releases.withdrawal`): it stays readable by
+    number, and no longer counts as the eval's latest nor for the order of periods."""
 
     __table_args__ = (
         UniqueConstraint("eval_id", "period_start", name="uq_release_eval_period"),
@@ -38,6 +43,9 @@ class Release(SQLModel, table=True):
     dev_count: int
     sealed_count: int
     diff: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
+    withdrawn_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    withdrawn_by: str | None = Field(default=None, max_length=160)
+    withdrawn_reason: str | None = Field(default=None, sa_type=Text)
 
 
 class ReleaseItem(SQLModel, table=True):
@@ -85,8 +93,23 @@ class ReleaseDiff(BaseModel):
     withheld: list[int] = []
 
 
+class ReleaseWithdrawal(BaseModel):
+    """Who withdrew a release, when and why."""
+
+    at: datetime
+    by: str
+    reason: str
+
+
+class WithdrawBody(BaseModel):
+    """`POST /v1/evals/{name}/releases/{n}/withdraw`: why the release is withdrawn (kept in the audit trail)."""
+
+    reason: str = pydantic.Field(min_length=1, max_length=2000, description="Why the release is withdrawn, e.g. 'refreshed for 2030 by mistake'.")
+
+
 class ReleaseSummary(BaseModel):
-    """A release without its item list."""
+    """A release without its item list. `withdrawn` is set once an admin withdrew it: it no
+    longer counts as `latest`, and eval pipelines should not score against it."""
 
     eval: str
     number: int
@@ -99,6 +122,7 @@ class ReleaseSummary(BaseModel):
     dev_count: int
     sealed_count: int
     diff: ReleaseDiff
+    withdrawn: ReleaseWithdrawal | None = None
 
 
 class ManifestEntry(BaseModel):

@@ -24,10 +24,10 @@ from service.core.logs import request_id_var
 from service.core.metrics import Metrics
 from service.core.openapi import openapi_document
 from service.core.problems import install_problem_handlers
-from service.core.settings import Settings, get_settings, warn_if_development_secret_key
+from service.core.settings import Role, Settings, get_settings, warn_if_development_secret_key
 from service.core.tokens import ensure_bootstrap_admin
 from service.dedup import routes as dedup_routes
-from service.dedup.encoder import get_encoder
+from service.dedup.encoder import StoredVectorsOnly, get_encoder, model_identity
 from service.dedup.reader import DedupReader
 from service.dedup.runner import CurationTrigger
 from service.evals import routes as eval_routes
@@ -79,18 +79,28 @@ def create_app(
     engine: Engine | None = None,
     encoder: Encoder | None = None,
     curation_trigger: CurationTrigger | None = None,
+    role: Role = "all",
 ) -> FastAPI:
     """Build the app. The schema must already be migrated (`goldenset migrate`; `serve` does it).
 
     `encoder` replaces the process-wide embedding model (loaded on first use otherwise);
     `curation_trigger` replaces the background curation started after ingest (on when
-    `settings.curate_after_ingest`)."""
+    `settings.curate_after_ingest`). `role` is what the process does (`service.core.settings.Role`):
+    an `api` replica never loads the model nor curates unless `settings.api_curates`; it reads the
+    dedup index from stored vectors and answers `/v1/dedup/check` with 503."""
     settings = settings or get_settings()
     engine = engine or make_engine(settings.database_url)
     resolved = settings
 
+    loads_model = settings.loads_model(role)
+
     def app_encoder() -> Encoder:
         return encoder if encoder is not None else get_encoder(resolved)
+
+    def reader_encoder() -> Encoder:
+        if loads_model:
+            return app_encoder()
+        return StoredVectorsOnly(encoder.model_id, encoder.dim) if encoder is not None else model_identity(resolved)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -114,12 +124,13 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.role = role
     app.state.engine = engine
-    app.state.metrics = Metrics()
+    app.state.metrics = Metrics(engine)
     app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
     app.state.probe_worker = ProbeWorker(engine, max_workers=settings.probe_workers)
-    app.state.curation_trigger = curation_trigger or CurationTrigger(engine, settings, encoder=app_encoder)
-    app.state.dedup_reader = DedupReader(settings, encoder=app_encoder)
+    app.state.curation_trigger = curation_trigger or CurationTrigger(engine, settings, encoder=app_encoder, enabled=settings.curate_after_ingest and loads_model)
+    app.state.dedup_reader = DedupReader(settings, encoder=reader_encoder, can_encode=loads_model)
     app.state.dedup_semaphore = asyncio.Semaphore(DEDUP_CHECK_CONCURRENCY)
     install_problem_handlers(app)
     for routes in (core_routes, source_routes, item_routes, dedup_routes, eval_routes, run_routes, evidence_routes):

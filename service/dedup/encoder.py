@@ -1,5 +1,6 @@
 """The process-wide embedding model: loaded once per process (offline, never from a hub) and shared
-by its threads, one `encode` call at a time."""
+by its threads, one `encode` call at a time; and its identity alone (`model_identity`), for
+processes that only read stored vectors (API replicas, see README "Roles")."""
 
 from __future__ import annotations
 
@@ -8,13 +9,34 @@ import os
 import threading
 from collections.abc import Sequence
 
-from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors
+from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_id_of
 from service.core.settings import Settings
 
 logger = logging.getLogger("goldenset.curation")
 
 _encoders: dict[str, Encoder] = {}
 _encoders_lock = threading.Lock()
+_identities: dict[str, StoredVectorsOnly] = {}
+
+
+class ModelNotLoaded(RuntimeError):
+    """This process does not load the embedding model, and something asked it to embed a text."""
+
+
+class StoredVectorsOnly:
+    """An encoder that knows the model's id and dimension but never loads it: enough to rebuild
+    the dedup index from stored vectors (`/v1/items/{id}/similar`, the review page's neighbours);
+    `encode` raises `ModelNotLoaded`."""
+
+    def __init__(self, model_id: str, dim: int) -> None:
+        self.model_id = model_id
+        self.dim = dim
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        raise ModelNotLoaded(
+            "this replica does not load the embedding model (an API replica: `goldenset serve --no-scheduler`); "
+            "ask a process that does (`goldenset serve` without --no-scheduler), or set GOLDENSET_API_CURATES=true on this one"
+        )
 
 
 class SerialEncoder:
@@ -47,3 +69,15 @@ def get_encoder(settings: Settings) -> Encoder:
             encoder = SerialEncoder(SentenceTransformerEncoder(settings.embedding_model))
             _encoders[key] = encoder
         return encoder
+
+
+def model_identity(settings: Settings) -> StoredVectorsOnly:
+    """The id and dimension of the model `get_encoder(settings)` would load, read from its folder
+    without loading it (no torch import); once per process."""
+    key = settings.embedding_model or ""
+    with _encoders_lock:
+        identity = _identities.get(key)
+        if identity is None:
+            identity = StoredVectorsOnly(model_id_of(settings.embedding_model), model_dim_of(settings.embedding_model))
+            _identities[key] = identity
+        return identity

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
@@ -16,6 +17,8 @@ from curation.dedup.state import IndexState, index_state
 from service.core.settings import Settings
 
 logger = logging.getLogger(__name__)
+PAGE_STATE_SECONDS = 5.0
+"""Pages trust the index for this long before checking whether curation has moved on."""
 
 
 class DedupReader:
@@ -29,11 +32,15 @@ class DedupReader:
     on it undisturbed, and nothing ever writes through it. It never decides or stores anything.
     """
 
-    def __init__(self, settings: Settings, *, encoder: Callable[[], Encoder]) -> None:
+    def __init__(self, settings: Settings, *, encoder: Callable[[], Encoder], can_encode: bool = True) -> None:
         self.settings = settings
         self._encoder = encoder
+        # False in an API replica: `encoder()` then only names the model (its stored vectors are
+        # read, never made), so nothing that embeds a new text may use this index.
+        self.can_encode = can_encode
         self._lock = threading.Lock()
         self._current: tuple[Deduplicator, IndexState] | None = None
+        self._checked_at = float("-inf")
 
     def encoder(self) -> Encoder:
         return self._encoder()
@@ -55,11 +62,15 @@ class DedupReader:
     def without_waiting(self, engine: Engine) -> Deduplicator | None:
         """The newest index built so far, without waiting for a build: when curation has moved on
         since (or nothing is built yet), a rebuild starts in the background and the older index (or
-        None) is returned. For pages, which must never wait for the model to load or the index to
-        be read."""
+        None) is returned. Whether curation moved on is checked at most every PAGE_STATE_SECONDS.
+        For pages, which must never wait for the model to load or the index to be read."""
         current = self._current
+        now = time.monotonic()
+        if current is not None and now - self._checked_at < PAGE_STATE_SECONDS:
+            return current[0]
         with Session(engine) as session:
             state = index_state(session)
+        self._checked_at = now
         if current is not None and current[1] == state:
             return current[0]
         if not self._lock.locked():

@@ -113,7 +113,7 @@ def _named_items(details: dict[str, object]) -> dict[str, int]:
     return named
 
 
-@router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422))
+@router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422, 503))
 async def check(
     data: DedupCheck,
     request: Request,
@@ -124,7 +124,15 @@ async def check(
     """The verdict curation would give this text now (against every curated item), with the `k`
     most similar items. Nothing is stored. A match with an item of a sealed slice is reported
     without naming the item, and sealed items are never among the similar ones. The text is
-    embedded in a worker thread, a few requests at a time."""
+    embedded in a worker thread, a few requests at a time. 503 from an API replica that does not
+    load the embedding model (README "Roles")."""
+    if not request.app.state.dedup_reader.can_encode:
+        raise ProblemError(
+            503,
+            "Service Unavailable",
+            "this replica does not load the embedding model (an API replica: `goldenset serve --no-scheduler`), so it cannot embed a text to check; "
+            "send the check to a process that does (`goldenset serve`), or set GOLDENSET_API_CURATES=true on the API replicas",
+        )
     async with request.app.state.dedup_semaphore:
         result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key)
     await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)

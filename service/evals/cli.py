@@ -1,4 +1,4 @@
-"""The eval commands: `eval create|list`, `refresh`, `verify` and `export`."""
+"""The eval commands: `eval create|list|withdraw|delete`, `refresh`, `verify` and `export`."""
 
 from __future__ import annotations
 
@@ -134,12 +134,60 @@ def eval_list() -> None:
     out.print(table)
 
 
+@eval_app.command("withdraw")
+def eval_withdraw(
+    name: Annotated[str, typer.Argument(help="The eval.")],
+    release: Annotated[int, typer.Argument(help="The number of the release to withdraw.", min=1)],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is withdrawn (kept in the audit trail and shown with the release).")],
+) -> None:
+    """Withdraw a release: it stays readable by number, marked withdrawn, and no longer counts as
+    `latest` nor for the order of periods; the membership changes it made are undone. Only the
+    newest release in force can be withdrawn.
+
+    Exit status: 0 when withdrawn, 2 when there is no such release or it cannot be withdrawn
+    (withdrawn already, or a newer release is in force), 6 when a refresh held on too long."""
+    from curation.releases.withdrawal import WithdrawRefused
+    from service.evals.refresh import RefreshBusy, withdraw
+
+    if not reason.strip():
+        raise fail("--reason must say why the release is withdrawn")
+    try:
+        withdrawn = withdraw(open_engine(), name=name, number=release, actor=CLI_ACTOR, reason=reason)
+    except ProblemError as exc:
+        raise fail(exc.detail) from exc
+    except WithdrawRefused as exc:
+        raise fail(str(exc)) from exc
+    except RefreshBusy as exc:
+        raise fail(str(exc), EXIT_BUSY) from exc
+    out.print(f"release {withdrawn.number} of {name} (period from {withdrawn.period_start:%Y-%m-%d %H:%M} UTC) withdrawn: {reason}", highlight=False)
+
+
+@eval_app.command("delete")
+def eval_delete(name: Annotated[str, typer.Argument(help="The eval.")]) -> None:
+    """Delete an eval that has no release, with its seal key and canary (one with releases is kept).
+
+    Exit status: 0 when deleted, 2 when there is no such eval or it has releases, 6 when a refresh
+    held on too long."""
+    from service.evals.refresh import RefreshBusy, remove_eval
+
+    try:
+        remove_eval(open_engine(), name=name, actor=CLI_ACTOR)
+    except ProblemError as exc:
+        raise fail(exc.detail) from exc
+    except RefreshBusy as exc:
+        raise fail(str(exc), EXIT_BUSY) from exc
+    out.print(f"eval [bold]{name}[/] deleted")
+
+
 def refresh(
     eval_name: Annotated[str, typer.Option("--eval", help="The eval to refresh.")],
     at: Annotated[str | None, typer.Option("--at", help="As of this date or time (default now; no zone means UTC).")] = None,
+    allow_future: Annotated[bool, typer.Option("--allow-future", help="Allow a period that starts after the current one (refused otherwise).")] = False,
 ) -> None:
     """Write the eval's release for the schedule period holding --at (default now), unless that
     period has one already. Safe to run from several places at once: one release per period.
+    A period after the current one is refused unless --allow-future: its release would become
+    `latest` and hold back every period before it (`goldenset eval withdraw` undoes one).
 
     Exit status: 0 when the period has its release, 2 when the refresh cannot run, 6 when another
     refresh of the eval held on too long."""
@@ -149,7 +197,7 @@ def refresh(
     engine = open_engine()
     try:
         with err.status(f"refreshing {eval_name}"):
-            outcome = refresh_eval(engine, name=eval_name, at=when, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
+            outcome = refresh_eval(engine, name=eval_name, at=when, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR, allow_future=allow_future)
     except RefreshBusy as exc:
         raise fail(str(exc), EXIT_BUSY) from exc
     except RefreshError as exc:

@@ -1,4 +1,5 @@
-"""Eval definitions: creation (with a fresh seal key and canary), lookup, changes, each audited.
+"""Eval definitions: creation (with a fresh seal key and canary), lookup, changes and deletion
+(only while the eval has no release), each audited.
 
 The seal key is 32 random bytes, kept only encrypted with GOLDENSET_SECRET_KEY; it decides the
 sealed slice (`curation.releases.sealing`) and never leaves the server.
@@ -21,7 +22,8 @@ from curation.releases.sealing import SEAL_KEY_BYTES
 from curation.releases.visibility import SealKeyOf
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
-from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate
+from schemas.evals import Eval, EvalCreate, EvalItem, EvalRead, EvalUpdate
+from schemas.probes import Probe
 from schemas.release import Release
 from schemas.source import Source, SourceKind
 from service.core.crypto import decrypt, encrypt
@@ -53,8 +55,14 @@ def seal_keys(*, secret_key: str) -> SealKeyOf:
 
 
 def latest_release_number(session: Session, eval_id: int) -> int | None:
-    number = session.exec(select(func.max(Release.number)).where(Release.eval_id == eval_id)).one()
+    """The number of the eval's newest release in force (withdrawn releases do not count)."""
+    number = session.exec(select(func.max(Release.number)).where(Release.eval_id == eval_id, col(Release.withdrawn_at).is_(None))).one()
     return int(number) if number is not None else None
+
+
+def release_count(session: Session, eval_id: int) -> int:
+    """How many releases the eval has, withdrawn ones included."""
+    return int(session.exec(select(func.count()).select_from(Release).where(Release.eval_id == eval_id)).one())
 
 
 def to_read(session: Session, evaluation: Eval) -> EvalRead:
@@ -115,7 +123,7 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
     """Apply the fields set in `data`. The sealed fraction is fixed once a release exists (409)."""
     changes = data.model_dump(exclude_unset=True)
     assert evaluation.id is not None
-    if "sealed_fraction" in changes and changes["sealed_fraction"] != evaluation.sealed_fraction and latest_release_number(session, evaluation.id) is not None:
+    if "sealed_fraction" in changes and changes["sealed_fraction"] != evaluation.sealed_fraction and release_count(session, evaluation.id):
         raise ProblemError(
             409, "Conflict", f"eval {evaluation.name!r} has releases: its sealed fraction is fixed, so that no item ever moves between the sealed and dev splits"
         )
@@ -130,6 +138,28 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
     session.add(AuditEvent(actor=actor, action="eval.update", object_type="eval", object_id=evaluation.name, details=data.model_dump(mode="json", exclude_unset=True)))
     session.commit()
     return evaluation
+
+
+def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
+    """Delete an eval that has no release, with its seal key and canary, and audit it; commits.
+    An eval with releases (withdrawn ones too) is kept: 409, since its releases, runs and audit
+    trail refer to it."""
+    assert evaluation.id is not None
+    count = release_count(session, evaluation.id)
+    if count:
+        raise ProblemError(
+            409, "Conflict", f"eval {evaluation.name!r} has {count} release(s); evals with releases are kept (withdraw a release that should not be used instead)"
+        )
+    for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id)).all():
+        session.delete(membership)
+    for probe in session.exec(select(Probe).where(Probe.eval_id == evaluation.id)).all():
+        probe.eval_id = None
+        session.add(probe)
+    session.flush()
+    session.delete(evaluation)
+    details = {"sources": evaluation.sources, "canary": evaluation.canary}
+    session.add(AuditEvent(actor=actor, action="eval.delete", object_type="eval", object_id=evaluation.name, details=details))
+    session.commit()
 
 
 def list_evals(*, session: Session) -> list[Eval]:

@@ -2,7 +2,9 @@
 sealed-read budget.
 
 Everything served is built from the rows written with the release (frozen canonical JSON), in a
-fixed order, so a numbered release reads the same, byte for byte, every time.
+fixed order, so a numbered release reads the same, byte for byte, every time, except that its
+summary and manifest say so once it is withdrawn (`curation.releases.withdrawal`); `latest` is the
+newest release in force.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from curation.releases.visibility import sealed_anywhere
 from schemas.audit import AuditEvent
 from schemas.common import MAX_ROW_ID, read_model
 from schemas.evals import Eval, Split
-from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, SealedRead, VerifyReport
+from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, ReleaseWithdrawal, SealedRead, VerifyReport
 from service.core.problems import ProblemError
 
 LATEST = "latest"
@@ -39,12 +41,15 @@ class SealedBudgetExceeded(PermissionError):
 
 
 def resolve_release(*, session: Session, evaluation: Eval, ref: str) -> Release:
-    """Release `ref` (a number or `latest`) of the eval, or a 404 problem."""
+    """Release `ref` (a number, withdrawn or not, or `latest`: the newest release in force) of the
+    eval, or a 404 problem."""
     query = select(Release).where(Release.eval_id == evaluation.id)
     if ref == LATEST:
-        release = session.exec(query.order_by(col(Release.number).desc()).limit(1)).first()
+        release = session.exec(query.where(col(Release.withdrawn_at).is_(None)).order_by(col(Release.number).desc()).limit(1)).first()
         if release is None:
-            raise ProblemError(404, "Not Found", f"eval {evaluation.name!r} has no release yet; refresh it (`goldenset refresh --eval {evaluation.name}`)")
+            raise ProblemError(
+                404, "Not Found", f"eval {evaluation.name!r} has no release in force (none yet, or all withdrawn); refresh it (`goldenset refresh --eval {evaluation.name}`)"
+            )
         return release
     if not (ref.isascii() and ref.isdigit() and 1 <= int(ref) <= MAX_ROW_ID):
         raise ProblemError(422, "Invalid request", f"a release is a number from 1 to {MAX_ROW_ID} or 'latest', not {ref!r}")
@@ -55,9 +60,19 @@ def resolve_release(*, session: Session, evaluation: Eval, ref: str) -> Release:
 
 
 def summary(evaluation: Eval, release: Release) -> ReleaseSummary:
-    """The release as the API lists it: period, canary, Merkle roots, counts and diff."""
+    """The release as the API lists it: period, canary, Merkle roots, counts, diff, and who
+    withdrew it, when and why, once withdrawn."""
+    withdrawn = None
+    if release.withdrawn_at is not None:
+        withdrawn = ReleaseWithdrawal(at=release.withdrawn_at, by=release.withdrawn_by or "", reason=release.withdrawn_reason or "")
     return read_model(
-        ReleaseSummary, release, eval=evaluation.name, dev_merkle_root=release.dev_root, sealed_merkle_root=release.sealed_root, diff=ReleaseDiff.model_validate(release.diff)
+        ReleaseSummary,
+        release,
+        eval=evaluation.name,
+        dev_merkle_root=release.dev_root,
+        sealed_merkle_root=release.sealed_root,
+        diff=ReleaseDiff.model_validate(release.diff),
+        withdrawn=withdrawn,
     )
 
 

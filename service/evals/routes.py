@@ -4,7 +4,9 @@ and JSONL exports), and the eval's review queue with its sealed review window (`
 
 Numbered releases never change, so their answers carry a strong ETag and `Cache-Control:
 private, max-age=31536000, immutable` (private: every answer needs a token, so no shared cache may
-keep one); `latest` is revalidated (`no-cache`). Sealed content goes
+keep one); `latest` is revalidated (`no-cache`). The one change a numbered release can see is its
+withdrawal (admin): from then on its answers say so, carry another ETag and are revalidated
+(`no-cache`); a client that cached it before learns of it from the release list or `latest`. Sealed content goes
 only to tokens with the `sealed` scope, is never cached (`no-store`), and each response counts
 against the eval's per-release sealed-read budget (403 naming the budget once it is spent).
 """
@@ -14,13 +16,15 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
-from schemas.common import MAX_COUNT, Instant
+from curation.releases.withdrawal import WithdrawRefused
+from schemas.common import MAX_COUNT, MAX_ROW_ID, Instant
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
-from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary
+from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary, WithdrawBody
 from schemas.review import ReviewQueuePage, SealedReviewWindow
 from schemas.token import Scope
 from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split
@@ -28,7 +32,7 @@ from service.core.db import write_session
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
-from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
+from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
 from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
@@ -63,6 +67,16 @@ def change(name: str, data: EvalUpdate, principal: AdminPrincipal, session: Sess
     return to_read(session, evaluation)
 
 
+@eval_router.delete("/{name}", status_code=204, responses=problem_doc(401, 403, 404, 409))
+def delete(name: str, request: Request, principal: AdminPrincipal) -> Response:
+    """Delete an eval that has no release, with its seal key (409 once it has releases: those are kept; withdraw one instead)."""
+    try:
+        remove_eval(request.app.state.engine, name=name, actor=principal.actor, wait_seconds=60)
+    except RefreshBusy as exc:
+        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
+    return Response(status_code=204)
+
+
 @eval_router.post("/{name}/refresh", response_model=RefreshResult, responses={**problem_doc(401, 403, 404, 409, 422), 201: {"description": "A release was written."}})
 def refresh(
     name: str,
@@ -72,12 +86,21 @@ def refresh(
     session: SessionDep,
     settings: SettingsDep,
     at: Annotated[Instant | None, Query(description="Refresh as of this time (with zone); default now. The release is that of the period holding it.")] = None,
+    allow_future: Annotated[
+        bool,
+        Query(description="Allow a period that starts after the current one (refused otherwise, 422: its release would become `latest` and hold back every period before it)."),
+    ] = False,
 ) -> RefreshResult:
     """Write the release of the schedule period holding `at` (201), or return the one that period
-    already has (200): one release per period, however often this is called."""
+    already has (200): one release per period, however often this is called. A period after the
+    current one needs `allow_future=true` (422 otherwise)."""
     evaluation = require_eval(session=session, name=name)
     try:
-        outcome = refresh_eval(request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60)
+        outcome = refresh_eval(
+            request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60, allow_future=allow_future
+        )
+    except FuturePeriod as exc:
+        raise ProblemError(422, "Invalid request", str(exc)) from exc
     except RefreshBusy as exc:
         raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
     except RefreshError as exc:
@@ -151,8 +174,8 @@ def _etag(*parts: object) -> str:
     return '"' + hashlib.sha256("|".join("" if part is None else str(part) for part in parts).encode()).hexdigest()[:40] + '"'
 
 
-def _cache_headers(ref: str, etag: str) -> dict[str, str]:
-    return {"ETag": etag, "Cache-Control": REVALIDATE if ref == LATEST else IMMUTABLE}
+def _cache_headers(ref: str, release: Release, etag: str) -> dict[str, str]:
+    return {"ETag": etag, "Cache-Control": REVALIDATE if ref == LATEST or release.withdrawn_at is not None else IMMUTABLE}
 
 
 def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
@@ -182,7 +205,7 @@ def release_manifest(name: str, ref: str, request: Request, _: ReadPrincipal, se
     item as (item_id, split, content_digest). Sealed items show only their digest."""
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
-    headers = _cache_headers(ref, _etag("manifest", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root))
+    headers = _cache_headers(ref, release, _etag("manifest", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, release.withdrawn_at))
     if (cached := _not_modified(request, headers)) is not None:
         return cached
     body = manifest(session=session, evaluation=evaluation, release=release).model_dump_json()
@@ -201,7 +224,7 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
         _consume(request.app.state.engine, evaluation, release, principal, len(items))
         headers = {"Cache-Control": NO_STORE}
     else:
-        headers = _cache_headers(ref, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, occurred_after))
+        headers = _cache_headers(ref, release, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, occurred_after))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
         items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
@@ -223,11 +246,26 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
         _consume(request.app.state.engine, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=occurred_after))
         headers["Cache-Control"] = NO_STORE
     else:
-        headers |= _cache_headers(ref, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after))
+        headers |= _cache_headers(ref, release, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after))
         if (cached := _not_modified(request, headers)) is not None:
             return cached
     lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after)
     return StreamingResponse(lines, media_type=JSONL, headers=headers)
+
+
+@release_router.post("/{number}/withdraw", response_model=ReleaseSummary, responses=problem_doc(401, 403, 404, 409, 422))
+def withdraw_one(name: str, number: Annotated[int, Path(ge=1, le=MAX_ROW_ID)], data: WithdrawBody, request: Request, principal: AdminPrincipal) -> ReleaseSummary:
+    """Withdraw a release (admin; 409 when it is withdrawn already or a newer release is in force):
+    it stays readable by number, marked withdrawn, and no longer counts as `latest` nor for the
+    order of periods; its membership changes are undone and audited (`release.withdrawn`)."""
+    try:
+        release = withdraw(request.app.state.engine, name=name, number=number, actor=principal.actor, reason=data.reason, wait_seconds=60)
+    except WithdrawRefused as exc:
+        raise ProblemError(409, "Conflict", str(exc)) from exc
+    except RefreshBusy as exc:
+        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
+    with Session(request.app.state.engine) as session:
+        return summary(require_eval(session=session, name=name), release)
 
 
 router = APIRouter()

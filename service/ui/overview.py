@@ -67,7 +67,8 @@ def overview(session: Session, settings: Settings) -> dict[str, object]:
         assert evaluation.id is not None
         wanted = set(evaluation.sources)
         pending = sum(count for source_id, count in pending_by_source.items() if names.get(source_id) in wanted)
-        latest = session.exec(select(Release).where(Release.eval_id == evaluation.id).order_by(col(Release.number).desc())).first()
+        in_force = select(Release).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_(None))
+        latest = session.exec(in_force.order_by(col(Release.number).desc())).first()
         evals.append(EvalRow(evaluation.name, sorted(wanted), pending, next_refresh(evaluation.schedule, now), latest.number if latest else None))
         if latest is not None and evaluation.sealed_read_budget > 0:
             used = sealed_reads_used(session=session, release=latest)

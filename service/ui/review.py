@@ -14,6 +14,10 @@ the same place, so the next item slides in; "Undo" undoes this person's newest d
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
@@ -24,7 +28,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from markupsafe import Markup
 from sqlmodel import Session, col, select
 
-from curation.dedup.similarity import NotIndexed, similar_to_stored
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
 from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review
 from schemas.audit import AuditEvent
 from schemas.evals import Eval
@@ -45,6 +50,15 @@ from service.ui.worddiff import side_by_side
 router = ui_router()
 LIST_SIZE = 25
 NEIGHBOURS = 3
+NEIGHBOUR_POOL = 30
+"""Candidates by vector ranked for the page's neighbours (the lexical comparison dominates the cost)."""
+REMEMBERED = 4096
+_REMEMBERED: OrderedDict[tuple[int, int], tuple[Deduplicator, list[Similar]]] = OrderedDict()
+_REMEMBERED_LOCK = threading.Lock()
+_PREPARING = threading.Lock()
+PREPARED = 3
+"""Items after the one shown whose neighbours are ranked ahead, in the background."""
+logger = logging.getLogger(__name__)
 MAX_BULK = 200
 MAX_TEXT = 200
 MAX_POSITION = 10_000_000
@@ -107,7 +121,7 @@ def _neighbours(request: Request, session: Session, entry: ReviewQueueEntry, sec
     if deduplicator is None:
         return [], "The dedup index is loading: reload in a moment to see this item's nearest earlier items."
     try:
-        ranked = similar_to_stored(session, lambda: deduplicator, item, k=NEIGHBOURS + 2)
+        ranked = _ranked(session, deduplicator, item)
     except NotIndexed as exc:
         return [], str(exc)
     hidden = withheld(session=session, item_ids=[entry.item_id for entry in ranked], secret_key=secret_key)
@@ -123,6 +137,46 @@ def _neighbours(request: Request, session: Session, entry: ReviewQueueEntry, sec
         title_theirs, title_ours = side_by_side(other.title, item.title)
         neighbours.append(Neighbour(other, sources.get(other.source_id, "?"), similar.score, similar.cosine, theirs, ours, title_theirs, title_ours))
     return neighbours, None if neighbours else "no earlier items are close to this one"
+
+
+def _ranked(session: Session, deduplicator: Deduplicator, item: Item) -> list[Similar]:
+    """The item's nearest earlier items in this index, remembered per index (Skip, Back and reloads
+    cost nothing; a new index, built once curation moved on, starts afresh)."""
+    assert item.id is not None
+    key = (id(deduplicator), item.id)
+    with _REMEMBERED_LOCK:
+        found = _REMEMBERED.get(key)
+        if found is not None and found[0] is deduplicator:
+            _REMEMBERED.move_to_end(key)
+            return found[1]
+    ranked = similar_to_stored(session, lambda: deduplicator, item, k=NEIGHBOURS + 2, pool_size=NEIGHBOUR_POOL)
+    with _REMEMBERED_LOCK:
+        _REMEMBERED[key] = (deduplicator, ranked)
+        while len(_REMEMBERED) > REMEMBERED:
+            _REMEMBERED.popitem(last=False)
+    return ranked
+
+
+def _prepare_next(request: Request, item_ids: list[int]) -> None:
+    """Rank the neighbours of the next items of the queue in the background, so that walking on
+    finds them ready. Skipped while an earlier preparation is still running."""
+    deduplicator = request.app.state.dedup_reader.without_waiting(request.app.state.engine)
+    if deduplicator is None or not item_ids or not _PREPARING.acquire(blocking=False):
+        return
+    engine = request.app.state.engine
+
+    def prepare() -> None:
+        try:
+            with Session(engine) as session:
+                for item in session.exec(select(Item).where(col(Item.id).in_(item_ids))).all():
+                    with contextlib.suppress(NotIndexed):
+                        _ranked(session, deduplicator, item)
+        except Exception:  # only a head start: the page ranks them itself when it needs them
+            logger.exception("preparing the neighbours of the next items failed")
+        finally:
+            _PREPARING.release()
+
+    threading.Thread(target=prepare, name="review-neighbours", daemon=True).start()
 
 
 def _source_names(session: Session, ids: set[int]) -> dict[int, str]:
@@ -178,6 +232,7 @@ def review_page(
     with Session(engine) as session:
         if current is not None and not current.withheld:
             neighbours, no_neighbours = _neighbours(request, session, current, secret_key)
+            _prepare_next(request, [entry.id for entry in queue.entries if entry.position > at and not entry.withheld][:PREPARED])
             item = session.get(Item, current.id)
             links = _links(item) if item is not None else []
         last = _last_decision(session, who.actor)

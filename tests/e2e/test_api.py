@@ -44,7 +44,7 @@ def _stored(server: LiveServer) -> int:
 
 def test_health_is_open_and_everything_else_needs_a_token(live_server: LiveServer) -> None:
     with httpx.Client(base_url=live_server.url) as anonymous:
-        assert anonymous.get("/healthz").json() == {"status": "ok", "database": "ok"}
+        assert anonymous.get("/healthz").json() == {"status": "ok", "database": "ok", "role": "all"}
         for path in ("/v1/items", "/v1/sources", "/metrics", "/v1/items/1"):
             response = anonymous.get(path)
             assert response.status_code == 401, path

@@ -136,7 +136,7 @@ def test_integrity_errors_log_the_constraint_but_not_the_row(engine: Engine, log
     assert [value for value in ("Mz38", "Lw61", "Ty05", "Rq42", token.token_hash, plaintext) if value in logged] == []
 
 
-@pytest.mark.parametrize(("command", "started"), [(["serve", "--no-scheduler"], "Application startup complete"), (["scheduler"], "Scheduler started")])
+@pytest.mark.parametrize(("command", "started"), [(["serve", "--no-scheduler"], "Application startup complete"), (["scheduler"], "scheduler started")])
 def test_starting_with_the_development_key_warns_once(command: list[str], started: str, tmp_path: Path) -> None:
     env = _clean_env(tmp_path)  # no GOLDENSET_SECRET_KEY: the built-in development key
     port = ["--port", str(_free_port())] if command[0] == "serve" else []

@@ -1,0 +1,213 @@
+"""Load on a two-replica deployment: N concurrent clients against two `goldenset serve
+--no-scheduler` processes sharing one PostgreSQL database (or SQLite with `--database-url`), for a
+bounded time, each request sent to the replicas in turn.
+
+The mix, per client, chosen at random with these weights: release item pages (`GET
+/v1/evals/{name}/releases/latest/items`, 50%), item pages (`GET /v1/items?limit=50`, 25%), exports
+(`GET .../releases/latest/export.jsonl`, 10%) and pushes of 5 new records (`POST
+/v1/sources/{name}/items`, 15%). It prints requests per second, p50/p95/p99 and the errors of each
+kind, and a PASS/FAIL line for release item pages at p99 <= 150 ms with 0 errors.
+
+The database is made once: CISA KEV records ingested, curated with the tests' hashing encoder
+(no model is run), approved and released. The replicas run with `GOLDENSET_CURATE_AFTER_INGEST=false`,
+as API replicas do; nothing curates during the run.
+
+    .venv/bin/python bench/load.py                    # 16 clients, 60 s, PostgreSQL on 127.0.0.1
+    .venv/bin/python bench/load.py --clients 32 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import create_engine, text
+from sqlmodel import select
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from schemas.evals import EvalCreate  # noqa: E402
+from schemas.item import Item, ItemStatus  # noqa: E402
+from service.core.db import make_engine, migrate, write_session  # noqa: E402
+from service.core.tokens import create_token  # noqa: E402
+from service.evals.definitions import create_eval  # noqa: E402
+from service.evals.refresh import refresh_eval  # noqa: E402
+from tests.eval_support import ingest_and_curate, kev_records  # noqa: E402
+
+SECRET = "bench-load-secret-key-0123456789abcdef0123456789"
+EVAL = "kev"
+SOURCE = "kev"
+DATABASE = "bench_load"
+LIMIT_P99_MS = 150.0
+WEIGHTS = {"release_items": 50, "item_page": 25, "export": 10, "push": 15}
+
+
+def _database_url(base: str) -> str:
+    """A fresh database named DATABASE next to `base` (PostgreSQL), or `base` itself (SQLite)."""
+    if not base.startswith("postgresql"):
+        return base
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))
+        connection.execute(text(f"CREATE DATABASE {DATABASE}"))
+    admin.dispose()
+    return base.rsplit("/", 1)[0] + f"/{DATABASE}"
+
+
+def _prepare(url: str, records: int) -> str:
+    """Ingest, curate, approve and release KEV records; return an admin token."""
+    engine = make_engine(url)
+    migrate(engine)
+    started = time.perf_counter()
+    ingest_and_curate(engine, SOURCE, kev_records()[:records])
+    with write_session(engine) as session:
+        create_eval(
+            session=session,
+            data=EvalCreate(name=EVAL, sources=[SOURCE], approval_policy="manual", max_age_days=None, sealed_fraction=0.2, target_size=records),
+            secret_key=SECRET,
+            actor="bench",
+        )
+        for item in session.exec(select(Item).where(Item.status == ItemStatus.UNIQUE.value)).all():
+            item.status = ItemStatus.APPROVED.value
+            session.add(item)
+        token, _ = create_token(session=session, name="bench", scopes="admin")
+        session.commit()
+    refresh_eval(engine, name=EVAL, at=datetime.now(UTC), secret_key=SECRET, actor="bench")
+    engine.dispose()
+    print(f"database ready: {records} records in {time.perf_counter() - started:.1f} s", flush=True)
+    return token
+
+
+def _serve(url: str, port: int) -> subprocess.Popen[bytes]:
+    environment = {
+        **os.environ,
+        "GOLDENSET_DATABASE_URL": url,
+        "GOLDENSET_SECRET_KEY": SECRET,
+        "GOLDENSET_CURATE_AFTER_INGEST": "false",
+        "GOLDENSET_LOG_LEVEL": "WARNING",
+    }
+    command = [str(Path(sys.executable).parent / "goldenset"), "serve", "--no-scheduler", "--host", "127.0.0.1", "--port", str(port)]
+    return subprocess.Popen(command, env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 (our own entry point)
+
+
+def _wait(base: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise SystemExit(f"{base} did not answer /healthz")
+
+
+async def _client(bases: list[str], token: str, stop: float, seed: int, timings: dict[str, list[float]], errors: dict[str, int]) -> None:
+    rng = random.Random(seed)
+    kinds, weights = list(WEIGHTS), list(WEIGHTS.values())
+    headers = {"Authorization": f"Bearer {token}"}
+    turn = seed
+    async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+        while time.monotonic() < stop:
+            kind = rng.choices(kinds, weights)[0]
+            base = bases[turn % len(bases)]
+            turn += 1
+            started = time.perf_counter()
+            try:
+                if kind == "release_items":
+                    answer = await client.get(f"{base}/v1/evals/{EVAL}/releases/latest/items")
+                elif kind == "item_page":
+                    answer = await client.get(f"{base}/v1/items", params={"limit": 50})
+                elif kind == "export":
+                    answer = await client.get(f"{base}/v1/evals/{EVAL}/releases/latest/export.jsonl")
+                else:
+                    answer = await client.post(f"{base}/v1/sources/{SOURCE}/items", json=_push(seed, turn))
+            except httpx.HTTPError:
+                errors[kind] += 1
+                continue
+            elapsed = (time.perf_counter() - started) * 1000
+            if answer.status_code >= 400:
+                errors[kind] += 1
+            else:
+                timings[kind].append(elapsed)
+
+
+def _push(client: int, turn: int) -> list[dict[str, Any]]:
+    """Five new KEV-shaped records, unique to this client and turn."""
+    return [
+        {
+            "cveID": f"CVE-2099-{client:02d}{turn:06d}{index}",
+            "dateAdded": "2025-06-01",
+            "vulnerabilityName": f"Load test product {client} vulnerability {turn}-{index}",
+            "vendorProject": "Load",
+            "product": f"Product {client}",
+            "shortDescription": f"A load test record from client {client}, request {turn}, number {index}.",
+            "requiredAction": "Apply the vendor's fix.",
+        }
+        for index in range(5)
+    ]
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--records", type=int, default=1000, help="KEV records in the database before the run")
+    parser.add_argument("--ports", default="18401,18402")
+    arguments = parser.parse_args()
+    url = _database_url(arguments.database_url)
+    token = _prepare(url, arguments.records)
+    ports = [int(port) for port in arguments.ports.split(",")]
+    replicas = [_serve(url, port) for port in ports]
+    bases = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for base in bases:
+            _wait(base, time.monotonic() + 90)
+        timings: dict[str, list[float]] = defaultdict(list)
+        errors: dict[str, int] = defaultdict(int)
+        stop = time.monotonic() + arguments.seconds
+        started = time.perf_counter()
+        asyncio.run(_all(bases, token, stop, arguments.clients, timings, errors))
+        wall = time.perf_counter() - started
+    finally:
+        for process in replicas:
+            process.terminate()
+        for process in replicas:
+            process.wait(timeout=20)
+    total = sum(len(values) for values in timings.values())
+    print(f"\n{len(bases)} replicas, {arguments.clients} clients, {wall:.0f} s: {total / wall:.1f} requests/s, {sum(errors.values())} errors")
+    print(f"{'kind':<15}{'requests':>10}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for kind in WEIGHTS:
+        values = timings[kind]
+        p50 = statistics.median(values) if values else float("nan")
+        print(f"{kind:<15}{len(values):>10}{len(values) / wall:>9.1f}{p50:>9.1f}{_percentile(values, 0.95):>9.1f}{_percentile(values, 0.99):>9.1f}{errors[kind]:>8}")
+    p99 = _percentile(timings["release_items"], 0.99)
+    verdict = "PASS" if p99 <= LIMIT_P99_MS and not errors["release_items"] else "FAIL"
+    print(f"{verdict}: release item pages p99 {p99:.1f} ms (limit {LIMIT_P99_MS:.0f} ms), {errors['release_items']} errors")
+    print(json.dumps({"clients": arguments.clients, "seconds": round(wall, 1), "rps": round(total / wall, 1), "release_items_p99_ms": round(p99, 1), "errors": dict(errors)}))
+
+
+async def _all(bases: list[str], token: str, stop: float, clients: int, timings: dict[str, list[float]], errors: dict[str, int]) -> None:
+    await asyncio.gather(*(_client(bases, token, stop, seed, timings, errors) for seed in range(clients)))
+
+
+if __name__ == "__main__":
+    main()
