@@ -24,7 +24,7 @@ from schemas.token import Scope
 from service.core.audit import list_events
 from service.core.problems import ProblemError
 from service.items.reads import withheld
-from service.ui.pages import need, page, ui_router
+from service.ui.pages import need, page, secret_key, ui_router
 
 router = ui_router()
 
@@ -91,7 +91,7 @@ def audit(
     cursor: str = "",
 ) -> HTMLResponse:
     who = need(request, Scope.ADMIN, "Reading the audit log")
-    secret_key = request.app.state.settings.secret_key.get_secret_value()
+    key = secret_key(request)
     filters = {"actor": actor.strip(), "action": action.strip(), "object_type": object_type.strip(), "object_id": object_id.strip(), "since": since.strip(), "until": until.strip()}
     size = int(limit) if limit.isdigit() and int(limit) in PAGE_SIZES else DEFAULT_PAGE
     errors: dict[str, str] = {}
@@ -103,7 +103,7 @@ def audit(
             try:
                 found = list_events(
                     session=session,
-                    secret_key=secret_key,
+                    secret_key=key,
                     actor=filters["actor"] or None,
                     action=filters["action"] or None,
                     object_type=filters["object_type"] or None,
@@ -117,7 +117,7 @@ def audit(
             except ProblemError as exc:
                 errors["cursor"] = f"{exc.detail}: start again from the newest events"
             else:
-                rows = shown_details(session, found.events, secret_key=secret_key, may_see_sealed=Scope.SEALED.value in who.scopes)
+                rows = shown_details(session, found.events, secret_key=key, may_see_sealed=Scope.SEALED.value in who.scopes)
                 next_cursor = found.next_cursor
     query: dict[str, Any] = {key: value for key, value in filters.items() if value}
     if sealed == "yes":

@@ -33,7 +33,7 @@ from service.core.db import write_session
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
-from service.ui.pages import UiRefused, done, need, page, ui_router
+from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.release_diff import LISTED, dev_items, diff_releases
 
 router = ui_router()
@@ -49,11 +49,6 @@ SETTINGS = {
     "sources": "Sources",
 }
 """The settings the form changes, by field, with their labels."""
-
-
-def _secret_key(request: Request) -> str:
-    secret: str = request.app.state.settings.secret_key.get_secret_value()
-    return secret
 
 
 def _reader(request: Request) -> Principal:
@@ -238,7 +233,7 @@ def compare(
 def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0) -> HTMLResponse:
     """A release's manifest: summary, roots, verification, its dev items and its sealed count."""
     who = _reader(request)
-    secret_key = _secret_key(request)
+    key = secret_key(request)
     with Session(request.app.state.engine) as session:
         evaluation = _eval(session, name)
         release = _release(session, evaluation, ref)
@@ -248,7 +243,7 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
         if not _sees_sealed(who):
             hidden = {f"item {entry.item_id}:" for entry in sealed_entries}
             findings = [("a sealed item:" + finding.split(":", 1)[1]) if finding.split(":", 1)[0] + ":" in hidden else finding for finding in findings]
-        dev = dev_items(session, release=release, offset=offset, secret_key=secret_key)
+        dev = dev_items(session, release=release, offset=offset, secret_key=key)
         context = {
             "evaluation": evaluation,
             "release": release,
@@ -315,7 +310,7 @@ def diff_page(request: Request, name: str, a: str, b: str) -> HTMLResponse:
     with Session(request.app.state.engine) as session:
         evaluation = _eval(session, name)
         first, second = _release(session, evaluation, a), _release(session, evaluation, b)
-        view = diff_releases(session, evaluation=evaluation, a=first, b=second, may_see_sealed=_sees_sealed(who), secret_key=_secret_key(request))
+        view = diff_releases(session, evaluation=evaluation, a=first, b=second, may_see_sealed=_sees_sealed(who), secret_key=secret_key(request))
         numbers = list(session.exec(select(Release.number).where(Release.eval_id == evaluation.id).order_by(col(Release.number))).all())
     details = {"from": first.number, "to": second.number}
     _audit_shown(request, who, object_id=f"{evaluation.name}/{first.number}..{second.number}", item_ids=view.shown, action="release.diff_read", details=details)

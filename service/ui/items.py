@@ -42,7 +42,7 @@ from service.core.db import write_session
 from service.core.problems import ProblemError
 from service.evals.sealed_review import sealed_view_covers
 from service.items.reads import withheld
-from service.ui.pages import UiRefused, done, need, page, ui_router
+from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.worddiff import inline_diff
 
 router = ui_router()
@@ -58,10 +58,6 @@ Text = Annotated[str, Form(max_length=MAX_TEXT)]
 Short = Annotated[str, Form(max_length=4000)]
 
 
-def _secret(request: Request) -> str:
-    return str(request.app.state.settings.secret_key.get_secret_value())
-
-
 def _item(session: Session, item_id: int) -> tuple[Item, str]:
     """The item and its source's name, or a 404 page."""
     query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(Item.id == item_id)
@@ -72,7 +68,7 @@ def _item(session: Session, item_id: int) -> tuple[Item, str]:
 
 
 def _is_sealed(session: Session, request: Request, item_id: int) -> bool:
-    return item_id in withheld(session=session, item_ids=[item_id], secret_key=_secret(request))
+    return item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key(request))
 
 
 def _next_path(value: str | None) -> str | None:
@@ -151,7 +147,7 @@ def item_list(request: Request, source: str = "", status: str = "", text: str = 
         raise UiRefused(422, "Unknown status", f"There is no item status {status!r}.")
     with Session(request.app.state.engine) as session:
         try:
-            rows, next_cursor = _visible_page(session, secret_key=_secret(request), source=source, status=status, text=text, cursor=cursor or None)
+            rows, next_cursor = _visible_page(session, secret_key=secret_key(request), source=source, status=status, text=text, cursor=cursor or None)
         except ProblemError as exc:
             raise UiRefused(422, "Page link out of date", "This page link is not one goldenset made, or it is out of date. Start again from the first page.") from exc
         sources = list(session.exec(select(Source.name).order_by(col(Source.name))).all())
@@ -198,7 +194,7 @@ def _sealed_view(session: Session, request: Request, who: Principal, item_id: in
     review window (audited, budgeted) on every eval that seals it; and those evals."""
     if Scope.SEALED.value not in who.scopes:
         return False, []
-    return sealed_view_covers(session=session, token_id=who.token_id, item_id=item_id, source=source, secret_key=_secret(request))
+    return sealed_view_covers(session=session, token_id=who.token_id, item_id=item_id, source=source, secret_key=secret_key(request))
 
 
 def _item_page(request: Request, item_id: int, *, error: str = "", status: int = 200, typed: dict[str, str] | None = None) -> HTMLResponse:
@@ -207,7 +203,7 @@ def _item_page(request: Request, item_id: int, *, error: str = "", status: int =
         item, source = _item(session, item_id)
         sealed = _is_sealed(session, request, item_id)
         shown, sealers = _sealed_view(session, request, who, item_id, source) if sealed else (True, [])
-        context = _item_context(session, item, sealed=sealed, shown=shown, secret_key=_secret(request))
+        context = _item_context(session, item, sealed=sealed, shown=shown, secret_key=secret_key(request))
     _audit(request, who, item_id, sealed=sealed, shown=shown)
     editable = item.status not in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value) and (shown or not sealed)
     context |= {"item": item, "source": source, "sealed": sealed, "shown": shown or not sealed, "sealers": sealers, "editable": editable, "error": error, "typed": typed or {}}

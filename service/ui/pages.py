@@ -56,6 +56,12 @@ def principal(request: Request) -> Principal:
     return signed(request).principal
 
 
+def secret_key(request: Request) -> str:
+    """The service's secret key (seal keys, cursors), for pages that decide what is sealed."""
+    key: str = request.app.state.settings.secret_key.get_secret_value()
+    return key
+
+
 def need(request: Request, scope: Scope, doing: str) -> Principal:
     """The principal, when its token has `scope`; otherwise a 403 page saying what is missing."""
     who = principal(request)

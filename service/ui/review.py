@@ -44,7 +44,7 @@ from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
 from service.items.reads import withheld
-from service.ui.pages import UiRefused, done, need, page, principal, ui_router
+from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.worddiff import side_by_side
 
 router = ui_router()
@@ -211,8 +211,7 @@ def review_page(
     at: Annotated[int, Query(ge=1, le=MAX_POSITION)] = 1,
 ) -> HTMLResponse:
     who = need(request, Scope.CURATE, "Reviewing items")
-    settings = request.app.state.settings
-    secret_key = settings.secret_key.get_secret_value()
+    key = secret_key(request)
     engine = request.app.state.engine
     with Session(engine) as session:
         evaluation = _eval(session, name)
@@ -222,7 +221,7 @@ def review_page(
     viewer = Viewer(actor=who.actor, token_id=who.token_id, may_see_sealed=Scope.SEALED.value in who.scopes, endpoint=f"GET /ui/evals/{name}/review")
     offset = (at - 1) // LIST_SIZE * LIST_SIZE
     sources = [source] if source else evaluation.sources
-    queue = serve_queue(engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=place.filters(), limit=LIST_SIZE, offset=offset, evaluation=evaluation)
+    queue = serve_queue(engine, viewer=viewer, sources=sources, secret_key=key, filters=place.filters(), limit=LIST_SIZE, offset=offset, evaluation=evaluation)
     if queue.total and at > queue.total:
         return RedirectResponse(_url(name, place, at=queue.total), status_code=303)  # type: ignore[return-value]
     current = next((entry for entry in queue.entries if entry.position == at), None)
@@ -231,7 +230,7 @@ def review_page(
     links: list[str] = []
     with Session(engine) as session:
         if current is not None and not current.withheld:
-            neighbours, no_neighbours = _neighbours(request, session, current, secret_key)
+            neighbours, no_neighbours = _neighbours(request, session, current, key)
             _prepare_next(request, [entry.id for entry in queue.entries if entry.position > at and not entry.withheld][:PREPARED])
             item = session.get(Item, current.id)
             links = _links(item) if item is not None else []

@@ -117,6 +117,7 @@ def test_releases_show_their_sizes_and_compare_leads_to_the_diff_both_ways(page:
     page.get_by_label("To release").select_option("2")
     page.get_by_role("button", name="Compare").click()
     expect(page).to_have_url(f"{ui_server.url}/ui/evals/{EVAL}/releases/1/diff/2")
+    expect(page).to_have_title(f"{EVAL}: release 1 to 2 · goldenset")
     expect(page.get_by_role("heading", name=f"Added ({len(added)})")).to_be_visible()
     expect(page.get_by_role("heading", name="Retired (0)")).to_be_visible()
     expect(page.get_by_role("heading", name="Withheld (0)")).to_be_visible()
