@@ -47,3 +47,16 @@ class AuditPage(BaseModel):
 
     events: list[AuditEventRead]
     next_cursor: str | None
+
+
+class AuditItemSet(SQLModel, table=True):
+    """A set of item ids named by its digest, stored once however many audit events name it: a
+    read that served many items (a release's dev split, read by every pipeline run) records
+    `item_set` (the digest) instead of repeating the ids in each event."""
+
+    __tablename__ = "audit_item_set"
+
+    digest: str = Field(primary_key=True, max_length=64)
+    count: int
+    item_ids: list[int] = Field(sa_column=Column(json_column_type(), nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)

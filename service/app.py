@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -19,11 +16,12 @@ from sqlmodel import Session
 from curation.dedup.embeddings import Encoder
 from service.core import routes as core_routes
 from service.core.db import make_engine
+from service.core.disconnects import DisconnectRecovery
 from service.core.guard import RequestGuard
-from service.core.logs import request_id_var
 from service.core.metrics import Metrics
 from service.core.openapi import openapi_document
 from service.core.problems import install_problem_handlers
+from service.core.request_context import RequestContext
 from service.core.settings import Role, Settings, get_settings, warn_if_development_secret_key
 from service.core.tokens import ensure_bootstrap_admin
 from service.dedup import routes as dedup_routes
@@ -31,6 +29,7 @@ from service.dedup.encoder import StoredVectorsOnly, get_encoder, model_identity
 from service.dedup.reader import DedupReader
 from service.dedup.runner import CurationTrigger
 from service.evals import routes as eval_routes
+from service.evals.content_cache import ReleaseContentCache
 from service.evals.read_audit import install_release_read_audit
 from service.evidence import routes as evidence_routes
 from service.evidence.probe_worker import ProbeWorker
@@ -39,8 +38,6 @@ from service.runs import routes as run_routes
 from service.sources import routes as source_routes
 from service.ui import routes as ui_routes
 
-access_log = logging.getLogger("goldenset.access")
-REQUEST_ID_HEADER = "X-Request-ID"
 DOC_PAGE_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
 # API answers are data, never pages: nothing in them may load, run or be framed.
 SECURITY_HEADERS = {**DOC_PAGE_HEADERS, "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
@@ -127,6 +124,7 @@ def create_app(
     app.state.role = role
     app.state.engine = engine
     app.state.metrics = Metrics(engine)
+    app.state.release_content_cache = ReleaseContentCache(settings.release_cache_mb * 1024 * 1024)
     app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
     app.state.probe_worker = ProbeWorker(engine, max_workers=settings.probe_workers)
     app.state.curation_trigger = curation_trigger or CurationTrigger(engine, settings, encoder=app_encoder, enabled=settings.curate_after_ingest and loads_model)
@@ -138,29 +136,9 @@ def create_app(
     ui_routes.install(app)
     app.add_middleware(RequestGuard, settings=settings)
     install_release_read_audit(app)
-
-    @app.middleware("http")
-    async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        request_id = incoming if 0 < len(incoming) <= 64 and incoming.isprintable() else uuid.uuid4().hex
-        token = request_id_var.set(request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            response.headers[REQUEST_ID_HEADER] = request_id
-            response.headers.update(_headers_for(request.url.path))
-            return response
-        finally:
-            elapsed = time.perf_counter() - started
-            route = request.scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            app.state.metrics.request_duration.labels(request.method, template, str(status)).observe(elapsed)
-            access_log.info(
-                "%s %s %s", request.method, template, status, extra={"method": request.method, "route": template, "status": status, "duration_ms": round(elapsed * 1000, 2)}
-            )
-            request_id_var.reset(token)
+    # Outside authentication and the audit of release reads, so a lost connection there is recovered too.
+    app.add_middleware(DisconnectRecovery)
+    app.add_middleware(RequestContext, headers_for=_headers_for)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -30,6 +30,7 @@ from schemas.evals import Eval
 from schemas.release import Release
 from schemas.source import Source, SourceStatus
 from service.core.settings import Settings
+from service.core.tracing import traced
 from service.dedup.runner import CurationBusy, run_curation
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.sources.definitions import PLAIN_KINDS
@@ -77,6 +78,7 @@ class GoldensetScheduler:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
+    @traced("goldenset.job.sync")
     def sync_jobs(self) -> None:
         """Add, reschedule and remove pull jobs and eval refresh jobs to match the database."""
         self.sync_refresh_jobs()
@@ -94,6 +96,7 @@ class GoldensetScheduler:
             elif getattr(job.trigger, "interval", None) is not None and job.trigger.interval.total_seconds() != interval:
                 job.reschedule(IntervalTrigger(seconds=interval))
 
+    @traced("goldenset.job.curate")
     def curate(self) -> None:
         """One scheduled curation run of whatever is pending; failures are logged, never raised."""
         try:
@@ -109,6 +112,7 @@ class GoldensetScheduler:
         if job is not None:
             job.modify(next_run_time=utcnow())
 
+    @traced("goldenset.job.pull")
     def pull(self, name: str) -> None:
         """One scheduled pull; failures are recorded on the source and logged, never raised."""
         try:
@@ -147,6 +151,7 @@ class GoldensetScheduler:
             elif str(job.trigger) != str(trigger) and isinstance(job.trigger, CronTrigger):
                 job.reschedule(trigger)
 
+    @traced("goldenset.job.refresh")
     def refresh(self, name: str) -> None:
         """One scheduled refresh of an eval (the release of the current period, if it has none);
         failures are logged, never raised."""

@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Vectors
 from curation.dedup.rules import DedupConfig
+from schemas.item import Item
 from service.core.db import write_session
 from tests.dedup_support import KEV_MAPPING, ingest
 
@@ -60,3 +62,9 @@ def ingest_and_curate(engine: Engine, source: str, records: list[dict[str, Any]]
     with write_session(engine) as session:
         Deduplicator(encoder=HashingEncoder(), config=DedupConfig()).curate(session)
         session.commit()
+
+
+def item_ids_by_external_id(engine: Engine) -> dict[str, int]:
+    """Every stored item's id by its external id."""
+    with Session(engine) as session:
+        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}

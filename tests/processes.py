@@ -1,4 +1,4 @@
-"""Real goldenset processes for tests: `goldenset serve` replicas on loopback, and PostgreSQL
+"""Real goldenset processes for tests: `goldenset serve` replicas and `goldenset scheduler` workers on loopback, and PostgreSQL
 databases of their own (created whatever GOLDENSET_TEST_DATABASES says: the tests that use them
 are about PostgreSQL, and fail, never skip, when it is unreachable)."""
 
@@ -74,18 +74,40 @@ def start_serve(url: str, log: Path, *, no_scheduler: bool = True, env: Mapping[
     with log.open("ab") as sink:
         process = subprocess.Popen(command, env=process_environment(url, env), cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT)
     replica = Replica(process, f"http://127.0.0.1:{port}", log)
+    _wait_until_answering(replica, "/healthz", "goldenset serve")
+    return replica
+
+
+def start_scheduler(url: str, log: Path, *, env: Mapping[str, str] | None = None) -> Replica:
+    """Start `goldenset scheduler` (role `worker`) over `url` with its metrics port on loopback, and
+    return it once that port's `/healthz` answers 200 (database reachable, scheduler running);
+    raises with the process's output when it exits or never answers. Its `url` is the metrics
+    port's base URL."""
+    port = _free_port()
+    command = [GOLDENSET, "scheduler"]
+    environment = process_environment(url, {"SCHEDULER_METRICS_PORT": str(port), **(env or {})})
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command, env=environment, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT)
+    worker = Replica(process, f"http://127.0.0.1:{port}", log)
+    _wait_until_answering(worker, "/healthz", "goldenset scheduler")
+    return worker
+
+
+def _wait_until_answering(replica: Replica, path: str, what: str) -> None:
+    """Return once `replica` answers 200 on `path`; kill it and raise with its output when it exits
+    or does not answer within START_SECONDS."""
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"goldenset serve exited with {process.returncode}:\n{replica.output()[-4000:]}")
+        if replica.process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {replica.process.returncode}:\n{replica.output()[-4000:]}")
         try:
-            if httpx.get(f"{replica.url}/healthz", timeout=1).status_code == 200:
-                return replica
+            if httpx.get(f"{replica.url}{path}", timeout=1).status_code == 200:
+                return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
     replica.kill()
-    raise RuntimeError(f"goldenset serve did not answer /healthz within {START_SECONDS} s:\n{replica.output()[-4000:]}")
+    raise RuntimeError(f"{what} did not answer {path} within {START_SECONDS} s:\n{replica.output()[-4000:]}")
 
 
 @contextmanager

@@ -12,22 +12,33 @@ its answer succeeded, by `service.evals.read_audit`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from fastapi import Request
-from sqlalchemy.engine import Engine
+from sqlalchemy import insert
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
-from schemas.audit import AuditEvent, AuditEventRead, AuditPage
-from schemas.common import read_model
+from schemas.audit import AuditEvent, AuditEventRead, AuditItemSet, AuditPage
+from schemas.common import read_model, utcnow
 from service.core.auth import Principal
 from service.core.cursors import decode_id_cursor, encode_cursor
-from service.core.db import write_session
+from service.core.db import writer_engine
 
 SEALED_MARK = "sealed"
 MAX_IDS_IN_EVENT = 10_000
+# A read of more items than this names a stored set (`AuditItemSet`) instead of listing them.
+INLINE_IDS = 100
+# Digests of sets this process stored, per engine (forgotten wholesale past this many).
+MAX_KNOWN_SETS = 4096
+_known_sets: WeakKeyDictionary[Engine, set[str]] = WeakKeyDictionary()
 CURSOR_KIND = "audit"
 
 
@@ -35,20 +46,81 @@ def is_sealed_action(action: str) -> bool:
     return SEALED_MARK in action
 
 
+@dataclass(frozen=True)
+class ContentRead:
+    """One response that served the content of `item_ids`, to be audited."""
+
+    actor: str
+    action: str
+    endpoint: str
+    object_type: str
+    object_id: str | None
+    item_ids: Sequence[int]
+    details: dict[str, Any] | None = None
+
+
 def record_read(
     engine: Engine, *, actor: str, action: str, endpoint: str, object_type: str, object_id: str | None, item_ids: Sequence[int], details: dict[str, Any] | None = None
 ) -> None:
     """Commit one audit event for a response that served the content of `item_ids` (none: no
-    event). Written in its own transaction, so a read-only request still leaves its trace."""
-    if not item_ids:
+    event), in its own transaction, so a read-only request still leaves its trace (`record_reads`)."""
+    record_reads(engine, [ContentRead(actor, action, endpoint, object_type, object_id, item_ids, details)])
+
+
+def record_reads(engine: Engine, reads: Sequence[ContentRead]) -> None:
+    """Commit one audit event for each read that served any item, all in one transaction. More
+    than INLINE_IDS ids are stored once as an `AuditItemSet` and the event names its digest
+    (`item_set`); `list_events` gives them back as `item_ids` either way."""
+    known = _known_sets.setdefault(engine, set())
+    rows: list[dict[str, Any]] = []
+    new_sets: dict[str, list[int]] = {}
+    for read in reads:
+        if not read.item_ids:
+            continue
+        distinct = sorted(set(read.item_ids))
+        ids = distinct[:MAX_IDS_IN_EVENT]
+        body: dict[str, Any] = {"endpoint": read.endpoint, **(read.details or {})}
+        if len(distinct) > MAX_IDS_IN_EVENT:
+            body["item_ids_truncated"] = True
+        if len(ids) > INLINE_IDS:
+            digest = hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+            body["item_set"] = digest
+            if digest not in known:
+                new_sets[digest] = ids
+        else:
+            body["item_ids"] = ids
+        rows.append(
+            {"actor": read.actor, "action": read.action, "object_type": read.object_type, "object_id": read.object_id, "count": len(distinct), "at": utcnow(), "details": body}
+        )
+    if not rows:
         return
-    ids = sorted(set(item_ids))
-    body: dict[str, Any] = {"endpoint": endpoint, "item_ids": ids[:MAX_IDS_IN_EVENT], **(details or {})}
-    if len(ids) > MAX_IDS_IN_EVENT:
-        body["item_ids_truncated"] = True
-    with write_session(engine) as session:
-        session.add(AuditEvent(actor=actor, action=action, object_type=object_type, object_id=object_id, count=len(ids), details=body))
-        session.commit()
+    # Plain INSERTs on a connection of their own, without the ORM's unit of work: this runs on
+    # every content read.
+    with writer_engine(engine).begin() as connection:
+        for digest, ids in new_sets.items():
+            _store_set(connection, digest, ids)
+        connection.execute(insert(AuditEvent), rows)
+    if len(known) + len(new_sets) > MAX_KNOWN_SETS:
+        known.clear()
+    known.update(new_sets)  # committed: later events skip the insert
+
+
+def _store_set(connection: Connection, digest: str, ids: list[int]) -> None:
+    """Store `ids` as the `AuditItemSet` named `digest`, unless another process stored it already."""
+    dialect_insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    connection.execute(dialect_insert(AuditItemSet).values(digest=digest, count=len(ids), item_ids=ids, created_at=utcnow()).on_conflict_do_nothing(index_elements=["digest"]))
+
+
+def _expanded(session: Session, events: Sequence[AuditEvent]) -> dict[int, dict[str, Any]]:
+    """The events' details with `item_ids` filled in from the stored sets they name, by event id."""
+    digests = {event.details["item_set"] for event in events if isinstance(event.details.get("item_set"), str)}
+    sets = {row.digest: row.item_ids for row in session.exec(select(AuditItemSet).where(col(AuditItemSet.digest).in_(sorted(digests))))} if digests else {}
+    expanded: dict[int, dict[str, Any]] = {}
+    for event in events:
+        assert event.id is not None
+        digest = event.details.get("item_set")
+        expanded[event.id] = {**event.details, "item_ids": sets.get(digest, [])} if isinstance(digest, str) else event.details
+    return expanded
 
 
 def audit_content_read(request: Request, principal: Principal, item_ids: Sequence[int], action: str = "item.read") -> None:
@@ -94,5 +166,7 @@ def list_events(
     rows = session.exec(query.order_by(col(AuditEvent.id).desc()).limit(limit + 1)).all()
     page = rows[:limit]
     next_cursor = encode_cursor(CURSOR_KIND, page[-1].id, secret_key=secret_key) if len(rows) > limit and page[-1].id is not None else None
-    return AuditPage(events=[read_model(AuditEventRead, event, sealed=is_sealed_action(event.action)) for event in page], next_cursor=next_cursor)
+    details = _expanded(session, page)
+    events = [read_model(AuditEventRead, event, sealed=is_sealed_action(event.action), details=details[event.id or 0]) for event in page]
+    return AuditPage(events=events, next_cursor=next_cursor)
 

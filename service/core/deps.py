@@ -3,28 +3,51 @@ request bodies."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
 from schemas.common import MAX_ROW_ID
 from service.core.db import write_session
+from service.core.disconnects import connection_lost
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError
 from service.core.settings import Settings
 
+logger = logging.getLogger("goldenset.database")
+
 
 def get_session(request: Request) -> Iterator[Session]:
-    with Session(request.app.state.engine, expire_on_commit=False) as session:
+    session = Session(request.app.state.engine, expire_on_commit=False)
+    try:
         yield session
+    finally:
+        _close(session)
 
 
 def get_write_session(request: Request) -> Iterator[Session]:
     """A session for requests that read and then write (SQLite: BEGIN IMMEDIATE)."""
-    with write_session(request.app.state.engine) as session:
+    session = write_session(request.app.state.engine)
+    try:
         yield session
+    finally:
+        _close(session)
+
+
+def _close(session: Session) -> None:
+    """Close a request's session once its answer is made. A database connection lost by then is
+    left to the pool to replace: the request's work was committed or failed already (and its
+    error, if any, is on its way), so the rollback that closing attempts has nothing to undo."""
+    try:
+        session.close()
+    except DBAPIError as exc:
+        if not connection_lost(exc):
+            raise
+        logger.info("a request's database connection was lost after its answer was made (%s); the pool replaces it", type(exc).__name__)
 
 
 def get_settings(request: Request) -> Settings:

@@ -3,22 +3,27 @@
 Two kinds: counters of what this process did (ingest through its API, request durations), and
 gauges of the system's state read from the database at scrape time (`DatabaseCollector`), so work
 done by any process (a CLI ingest, the scheduler's curation and pulls, another replica) shows on
-every process's `/metrics`. The scheduler, which serves no HTTP, can expose the same gauges on a
-port of its own (`serve_scheduler_metrics`)."""
+every process's `/metrics`. The scheduler, which serves no API, can expose the same gauges on a
+port of its own, with its health beside them (`serve_scheduler_metrics`)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from http import HTTPStatus
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import and_, func
+from sqlalchemy import and_, func, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -33,11 +38,13 @@ from schemas.problem import IngestSummary
 from schemas.release import Release, SealedRead
 from schemas.runs import Run
 from schemas.source import Source, SourceStatus
+from service.core.problems import PROBLEM_MEDIA_TYPE
 
 logger = logging.getLogger("goldenset.metrics")
 DATABASE_CACHE_SECONDS = 5.0
 """How long one reading of the database serves scrapes (several Prometheus servers, or a reload
 of the dashboard, cost one set of queries)."""
+HEALTH_PATH = "/healthz"
 
 
 class Metrics:
@@ -236,11 +243,62 @@ def _release_families(session: Session, now: datetime, evals: Sequence[Eval]) ->
     yield from (releases, withdrawn, latest_age, latest_number, budget_used, budget_left)
 
 
-def serve_scheduler_metrics(engine: Engine, port: int, *, address: str = "0.0.0.0") -> Metrics:  # noqa: S104 (Prometheus scrapes it from another host)
-    """Serve the database's gauges (`DatabaseCollector`) over HTTP on `port`, in a daemon thread, for
-    a scheduler process, which serves no API. The endpoint has no token: keep the port inside the
-    deployment's network, where only Prometheus reaches it."""
+def serve_scheduler_metrics(
+    engine: Engine,
+    port: int,
+    *,
+    scheduler_running: Callable[[], bool] | None = None,
+    address: str = "0.0.0.0",  # noqa: S104 (Prometheus and the orchestrator's probes reach it from another host)
+) -> Metrics:
+    """Serve, in daemon threads, a scheduler process's port (it serves no API): the database's
+    gauges (`DatabaseCollector`) at `/metrics` (and any other path, as Prometheus' own server
+    does), and the worker's health at `/healthz` (`worker_health`; `scheduler_running` says
+    whether its scheduler runs, and without it the scheduler counts as stopped). Neither needs a
+    token: keep the port inside the deployment's network."""
     metrics = Metrics(engine)
-    start_http_server(port, addr=address, registry=metrics.registry)
-    logger.info("serving scheduler metrics on %s:%s/metrics", address, port)
+    exporter = make_wsgi_app(metrics.registry)
+    running = scheduler_running or (lambda: False)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != HEALTH_PATH:
+            metrics_body: Iterable[bytes] = exporter(environ, start_response)
+            return metrics_body
+        status, body = worker_health(engine, scheduler_running=running())
+        payload = json.dumps(body).encode()
+        media_type = "application/json" if status == 200 else PROBLEM_MEDIA_TYPE
+        start_response(f"{status} {HTTPStatus(status).phrase}", [("Content-Type", media_type), ("Content-Length", str(len(payload))), ("Cache-Control", "no-store")])
+        return [payload]
+
+    server = make_server(address, port, app, _ThreadingServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="scheduler-metrics", daemon=True).start()
+    logger.info("serving scheduler metrics on %s:%s/metrics and its health on %s", address, port, HEALTH_PATH)
     return metrics
+
+
+def worker_health(engine: Engine, *, scheduler_running: bool) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a scheduler process's `/healthz`: 200 `{"status": "ok",
+    "database": "ok", "role": "worker", "scheduler": "running"}`, or 503 with a problem document
+    (as the API's `/healthz`) naming what is wrong: the database is unreachable, or the scheduler
+    is not running."""
+    problems = []
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as exc:
+        problems.append(f"the database is unreachable: {type(exc).__name__}")
+    if not scheduler_running:
+        problems.append("the scheduler is not running")
+    if problems:
+        return 503, {"type": "about:blank", "title": "Service Unavailable", "status": 503, "detail": "; ".join(problems), "instance": HEALTH_PATH}
+    return 200, {"status": "ok", "database": "ok", "role": "worker", "scheduler": "running"}
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Logs no line per request (probes and scrapes come every few seconds)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -4,7 +4,8 @@ Every error answer is an RFC 9457 problem (`application/problem+json`, schema `P
 FastAPI's own 422, which its default document describes as plain JSON. Every operation that needs
 a token documents 401 and names the bearer scheme; public ones (health, signed webhooks) say they
 need none. Operations with a body document 400 (a body that is not UTF-8 JSON), 413 (the body
-limit) and 422; operations with a path parameter document 404.
+limit) and 422; operations with a path parameter document 404. Every operation documents 503: the
+database is unreachable, or its connection was lost mid-request (`service.core.disconnects`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             if method not in HTTP_METHODS:
                 continue
             responses: dict[str, Any] = operation.setdefault("responses", {})
-            wanted = {"422"}
+            wanted = {"422", "503"}
             if (method, path) in PUBLIC_OPERATIONS:
                 operation["security"] = []
             else:

@@ -60,6 +60,8 @@ _PROBLEM_DESCRIPTIONS = {
     413: "The body is larger than the configured limit.",
     422: "Invalid input; the problem names each bad record or field.",
     502: "The incident system answered with an error; the pull stopped (its state is on the source).",
+    503: "Unavailable for now: the database is unreachable or its connection was lost mid-request (send the request again after `Retry-After` seconds), "
+    "or this process does not serve the operation (the problem says which).",
 }
 
 

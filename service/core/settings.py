@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     webhook_tolerance_seconds: int = Field(default=300, gt=0, description="How old a webhook signature timestamp may be.")
     log_level: str = "INFO"
     log_json: bool = True
+    otel_enabled: bool = Field(
+        default=False,
+        description="Send OpenTelemetry traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT and the SDK's other OTEL_* variables); needs `pip install 'goldenset[otel]'`.",
+    )
     scheduler_metrics_port: int | None = Field(
         default=None, gt=0, le=65535, description="`goldenset scheduler` serves Prometheus metrics (no token) on this port, all interfaces; unset: none."
     )
@@ -55,6 +59,9 @@ class Settings(BaseSettings):
     dedup_fresh_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Body cosine for a paraphrase of a fresh item; unset: DedupConfig's.")
     dedup_fresh_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="The same for a short text; unset: DedupConfig's.")
     dedup_fresh_title_threshold: float | None = Field(default=None, gt=0, le=1, description="Title cosine a paraphrase of a fresh item also needs; unset: DedupConfig's.")
+    release_cache_mb: int = Field(
+        default=64, ge=0, le=16384, description="Memory per API process for finished dev release answers (item lists and exports), which never change; 0: none."
+    )
     curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")

@@ -35,6 +35,7 @@ from curation.dedup.state import IndexState, index_state, pending_count
 from service.core.db import write_transaction
 from service.core.locks import LockBusy, exclusive
 from service.core.settings import Settings
+from service.core.tracing import annotate, traced
 from service.dedup.encoder import get_encoder
 
 logger = logging.getLogger("goldenset.curation")
@@ -64,6 +65,7 @@ def _runner(engine: Engine) -> _Runner:
         return runner
 
 
+@traced("goldenset.curation.run")
 def run_curation(
     engine: Engine,
     settings: Settings,
@@ -84,7 +86,16 @@ def run_curation(
         raise CurationBusy("a curation run is already going in this process")
     try:
         with exclusive(engine, LOCK_NAME):
-            return _run_locked(engine, settings, runner, encoder=encoder, limit=limit, on_batch=on_batch)
+            summary = _run_locked(engine, settings, runner, encoder=encoder, limit=limit, on_batch=on_batch)
+        annotate(
+            decided=summary.decided,
+            unique=summary.unique,
+            duplicate=summary.duplicate,
+            contaminated=summary.contaminated,
+            references=summary.references,
+            encoded=summary.encoded,
+        )
+        return summary
     except LockBusy as exc:
         raise CurationBusy("another process is curating this database; its run decides these candidates too") from exc
     finally:

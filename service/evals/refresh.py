@@ -41,6 +41,7 @@ from schemas.release import Release
 from service.core.db import write_session
 from service.core.locks import LockBusy, exclusive
 from service.core.problems import ProblemError
+from service.core.tracing import annotate, traced
 from service.evals.definitions import delete_eval, get_eval, require_eval, seal_keys
 
 logger = logging.getLogger("goldenset.refresh")
@@ -70,6 +71,7 @@ class RefreshOutcome:
     eval_name: str
 
 
+@traced("goldenset.refresh")
 def refresh_eval(
     engine: Engine,
     *,
@@ -86,10 +88,13 @@ def refresh_eval(
     RefreshError (unknown eval, period earlier than the newest release's in force, a period whose
     release was withdrawn, bad schedule, unreadable seal key) and RefreshBusy (waited
     `wait_seconds` for another refresh of this eval)."""
+    annotate(eval=name)
     when = at if at is not None else utcnow()
     if when.tzinfo is None:
         raise RefreshError("the refresh time needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    return _locked(lambda: _refresh_locked(engine, name=name, at=when, secret_key=secret_key, actor=actor, allow_future=allow_future), engine, name, wait_seconds)
+    outcome = _locked(lambda: _refresh_locked(engine, name=name, at=when, secret_key=secret_key, actor=actor, allow_future=allow_future), engine, name, wait_seconds)
+    annotate(release=outcome.release.number, created=outcome.created)
+    return outcome
 
 
 def _locked(work: Callable[[], T], engine: Engine, name: str, wait_seconds: float) -> T:

@@ -118,9 +118,10 @@ def split_count(*, session: Session, release: Release, split: Split, occurred_af
     return int(session.exec(query).one())
 
 
-def export_lines(*, session: Session, evaluation: Eval, release: Release, split: Split, occurred_after: datetime | None = None) -> Iterator[str]:
+def export_lines(*, session: Session, evaluation: Eval, release: Release, split: Split, occurred_after: datetime | None = None, served: list[int] | None = None) -> Iterator[str]:
     """A JSONL export: a header line (canary, release, roots; for the dev split also the sealed
-    items as item id and digest only), then one released item a line, each line canonical JSON."""
+    items as item id and digest only), then one released item a line, each line canonical JSON.
+    `served`, when given, receives the id of each item whose line was yielded."""
     header: dict[str, object] = {
         "canary": release.canary,
         "eval": evaluation.name,
@@ -142,6 +143,8 @@ def export_lines(*, session: Session, evaluation: Eval, release: Release, split:
     yield canonical_json(header) + "\n"
     for item in released_items(session=session, release=release, split=split, occurred_after=occurred_after):
         yield canonical_json({**item.content, "split": item.split, "content_digest": item.content_digest}) + "\n"
+        if served is not None:
+            served.append(item.item_id)
 
 
 def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: str = "read") -> SealedRead:
@@ -222,16 +225,17 @@ def verify_release(*, session: Session, evaluation: Eval, release: Release) -> V
 EXPORT_CHUNK = 64 * 1024
 
 
-def export_stream(engine: Engine, *, eval_name: str, release_id: int, split: Split, occurred_after: datetime | None = None) -> Iterator[str]:
-    """The export of a release's split (`export_lines`) read in a session of its own, in pieces of
-    about EXPORT_CHUNK characters: one thread hop per line would make the stream slow."""
+def export_stream(engine: Engine, *, eval_name: str, release_id: int, split: Split, occurred_after: datetime | None = None, served: list[int] | None = None) -> Iterator[str]:
+    """The export of a release's split (`export_lines`, which fills `served`) read in a session of
+    its own, in pieces of about EXPORT_CHUNK characters: one thread hop per line would make the
+    stream slow."""
     with Session(engine) as session:
         evaluation = session.exec(select(Eval).where(Eval.name == eval_name)).one()
         release = session.get(Release, release_id)
         assert release is not None
         chunk: list[str] = []
         length = 0
-        for line in export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=occurred_after):
+        for line in export_lines(session=session, evaluation=evaluation, release=release, split=split, occurred_after=occurred_after, served=served):
             chunk.append(line)
             length += len(line)
             if length >= EXPORT_CHUNK:

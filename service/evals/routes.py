@@ -13,7 +13,9 @@ against the eval's per-release sealed-read budget (403 naming the budget once it
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -31,6 +33,7 @@ from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPr
 from service.core.db import write_session
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
+from service.evals.content_cache import CachedContent, ReleaseContentCache, release_generation
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
 from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
 from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary
@@ -217,19 +220,33 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     """The items of one split as released (frozen content), newest incident first. `sealed`
     needs the sealed scope and counts as one read against the eval's per-release budget."""
     principal = authorize_split(request, split)
+    if split is Split.SEALED:
+        evaluation = require_eval(session=session, name=name)
+        release = resolve_release(session=session, evaluation=evaluation, ref=ref)
+        content = _release_items_answer(session, evaluation, release, split, occurred_after, {"Cache-Control": NO_STORE})
+        _consume(request.app.state.engine, evaluation, release, principal, len(content.item_ids))
+    else:
+        # A dev answer is the same for every reader while no release is written or withdrawn.
+        cache: ReleaseContentCache = request.app.state.release_content_cache
+        key = f"items|{name}|{ref}|{split.value}|{occurred_after}|{release_generation(session)}"
+        content = cache.get_or_build(key, lambda: _dev_items_answer(session, name, ref, split, occurred_after))
+        if (cached := _not_modified(request, content.headers)) is not None:
+            return cached
+    request.state.release_read = content
+    return Response(content=content.body, media_type="application/json", headers=content.headers)
+
+
+def _dev_items_answer(session: Session, name: str, ref: str, split: Split, occurred_after: Instant | None) -> CachedContent:
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
-    if split is Split.SEALED:
-        items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
-        _consume(request.app.state.engine, evaluation, release, principal, len(items))
-        headers = {"Cache-Control": NO_STORE}
-    else:
-        headers = _cache_headers(ref, release, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, occurred_after))
-        if (cached := _not_modified(request, headers)) is not None:
-            return cached
-        items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
-    body = ReleaseItems(eval=evaluation.name, release=release.number, split=split.value, canary=release.canary, items=items).model_dump_json()
-    return Response(content=body, media_type="application/json", headers=headers)
+    headers = _cache_headers(ref, release, _etag("items", evaluation.name, release.id, release.number, release.dev_root, split.value, occurred_after, release.withdrawn_at))
+    return _release_items_answer(session, evaluation, release, split, occurred_after, headers)
+
+
+def _release_items_answer(session: Session, evaluation: Eval, release: Release, split: Split, occurred_after: Instant | None, headers: dict[str, str]) -> CachedContent:
+    items = released_items(session=session, release=release, split=split, occurred_after=occurred_after)
+    body = ReleaseItems(eval=evaluation.name, release=release.number, split=split.value, canary=release.canary, items=items).model_dump_json().encode()
+    return CachedContent(body=body, item_ids=tuple(item.item_id for item in items), release_number=release.number, headers=headers)
 
 
 @release_router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "A header line, then one item a line."}})
@@ -237,6 +254,13 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
     Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
     principal = authorize_split(request, split)
+    cache: ReleaseContentCache = request.app.state.release_content_cache
+    key = f"export|{name}|{ref}|{split.value}|{occurred_after}|{release_generation(session)}"
+    if split is Split.DEV and (content := cache.get(key)) is not None:
+        if (cached := _not_modified(request, content.headers)) is not None:
+            return cached
+        request.state.release_read = content
+        return Response(content=content.body, media_type=JSONL, headers=content.headers)
     evaluation = require_eval(session=session, name=name)
     release = resolve_release(session=session, evaluation=evaluation, ref=ref)
     assert release.id is not None
@@ -245,12 +269,34 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     if split is Split.SEALED:
         _consume(request.app.state.engine, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=occurred_after))
         headers["Cache-Control"] = NO_STORE
-    else:
-        headers |= _cache_headers(ref, release, _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after))
-        if (cached := _not_modified(request, headers)) is not None:
-            return cached
-    lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after)
-    return StreamingResponse(lines, media_type=JSONL, headers=headers)
+        sealed_lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after)
+        return StreamingResponse(sealed_lines, media_type=JSONL, headers=headers)
+    etag = _etag("export", evaluation.name, release.id, release.number, release.dev_root, release.sealed_root, occurred_after, release.withdrawn_at)
+    headers |= _cache_headers(ref, release, etag)
+    if (cached := _not_modified(request, headers)) is not None:
+        return cached
+    served: list[int] = []
+    lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after, served=served)
+    answer = CachedContent(body=b"", item_ids=(), release_number=release.number, headers=headers)
+    return StreamingResponse(_kept(lines, cache, key, answer, served), media_type=JSONL, headers=headers)
+
+
+def _kept(chunks: Iterator[str], cache: ReleaseContentCache, key: str, answer: CachedContent, served: list[int]) -> Iterator[bytes]:
+    """`chunks` as they come; once all were sent, the whole answer (`answer` with this body and the
+    `served` ids) goes into `cache` when it is small enough to be kept (a large export streams
+    without being held)."""
+    parts: list[bytes] | None = []
+    size = 0
+    for chunk in chunks:
+        data = chunk.encode()
+        if parts is not None:
+            size += len(data)
+            parts.append(data)
+            if size * 4 > cache.max_bytes:
+                parts = None
+        yield data
+    if parts is not None:
+        cache.put(key, dataclasses.replace(answer, body=b"".join(parts), item_ids=tuple(served)))
 
 
 @release_router.post("/{number}/withdraw", response_model=ReleaseSummary, responses=problem_doc(401, 403, 404, 409, 422))

@@ -47,6 +47,7 @@ from schemas.runs import Run
 from schemas.source import Source
 from service.core.db import write_session
 from service.core.problems import ProblemError
+from service.core.tracing import annotate, traced
 from service.evals.definitions import require_eval
 from service.evals.releases import resolve_release
 from service.evidence.temporal_split import require_corpus, require_cutoff
@@ -230,11 +231,13 @@ def _update(engine: Engine, probe_id: int, **values: object) -> None:
         session.commit()
 
 
+@traced("goldenset.probe")
 def execute_probe(
     engine: Engine, prepared: PreparedProbe, *, transport: httpx.BaseTransport | None = None, stop: threading.Event | None = None, progress: Progress | None = None
 ) -> ProbeReport | None:
     """Send the prepared probe, score it and store the report (`done`), or store why it failed
     (`failed`). Returns the report, or None when it failed. Never raises for a failed probe."""
+    annotate(probe_id=prepared.probe_id, prompts=len(prepared.plan.prompts))
     stop = stop or threading.Event()
     _update(engine, prepared.probe_id, status=ProbeStatus.RUNNING.value, started_at=utcnow(), heartbeat_at=utcnow())
     last = 0.0
@@ -260,8 +263,10 @@ def execute_probe(
         else:
             error = f"the probe failed ({type(exc).__name__}): {exc}"
         _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error=error, finished_at=utcnow())
+        annotate(status=ProbeStatus.FAILED.value, failure=type(exc).__name__)
         return None
     _update(engine, prepared.probe_id, status=ProbeStatus.DONE.value, report=report.model_dump(mode="json"), done=len(completions), finished_at=utcnow(), heartbeat_at=utcnow())
+    annotate(status=ProbeStatus.DONE.value)
     return report
 
 

@@ -21,6 +21,7 @@ from schemas.problem import IngestSummary
 from schemas.source import Source, SourceStatus
 from service.core.db import write_session
 from service.core.locks import LockBusy, exclusive
+from service.core.tracing import annotate, traced
 from service.sources.definitions import PLAIN_KINDS, connector_config, get_source, source_mapping
 
 logger = logging.getLogger("goldenset.pulls")
@@ -41,6 +42,7 @@ def _record_state(session: Session, source: Source, status: SourceStatus, *, err
     session.commit()
 
 
+@traced("goldenset.pull")
 def pull_source(
     *,
     engine: Engine,
@@ -59,9 +61,12 @@ def pull_source(
     the source (`auth_failed` for refused credentials, `error` otherwise); every page committed
     before a failure stays committed with its cursor.
     """
+    annotate(source=name)
     try:
         with exclusive(engine, f"pull:{name}"):
-            return _pull_locked(engine=engine, name=name, secret_key=secret_key, actor=actor, client=client, sleep=sleep, clock=clock, retry=retry, on_page=on_page)
+            summary = _pull_locked(engine=engine, name=name, secret_key=secret_key, actor=actor, client=client, sleep=sleep, clock=clock, retry=retry, on_page=on_page)
+        annotate(new=summary.new, updated=summary.updated, rejected=summary.rejected)
+        return summary
     except LockBusy as exc:
         raise PullRefused(f"a pull of source {name!r} is already running") from exc
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from schemas.item import Item
 from service.cli import app
 from tests.eval_support import HashingEncoder, ingest_and_curate
+from tests.eval_support import item_ids_by_external_id as _ids
 from tests.integration.test_refresh import kev
 from tests.support.command_line import command_line
 
@@ -22,11 +23,6 @@ from tests.support.command_line import command_line
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
     with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli", "service.items.review_cli")) as runner:
         yield runner
-
-
-def _ids(engine: Engine) -> dict[str, int]:
-    with Session(engine) as session:
-        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def test_create_refresh_verify_and_export_from_the_command_line(cli: CliRunner, engine: Engine, tmp_path: Path) -> None:

@@ -7,15 +7,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from schemas.audit import AuditEvent
-from schemas.item import Item
 from tests.conftest import LiveServer
 from tests.eval_support import ingest_and_curate
+from tests.eval_support import item_ids_by_external_id as _ids
 from tests.integration.test_refresh import kev
-
-
-def _ids(engine: Engine) -> dict[str, int]:
-    with Session(engine) as session:
-        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine: Engine) -> None:

@@ -1,14 +1,17 @@
 """The scaled layout on real processes over one PostgreSQL database: two API replicas
-(`goldenset serve --no-scheduler`) and one curation writer. Concurrent pushes lose nothing and
-leave one survivor per planted duplicate cluster; concurrent refreshes write one release; a
-replica killed mid-push loses nothing and the retried batch is idempotent; `/healthz` answers 503
-while the database refuses connections and 200 again once it accepts them, without a restart.
+(`goldenset serve --no-scheduler`) and one curation writer (`goldenset scheduler`, with the real
+embedding model). Concurrent pushes lose nothing and leave one survivor per planted duplicate
+cluster (exact copies, near-verbatim copies and paraphrases written by hand); concurrent
+refreshes write one release; a replica killed mid-push loses nothing and the retried batch is
+idempotent; `/healthz` answers 503 while the database refuses connections and 200 again once it
+accepts them, without a restart.
 
 PostgreSQL only, whatever GOLDENSET_TEST_DATABASES says: these tests fail when it is unreachable."""
 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -23,22 +26,24 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, col, select
 
+from schemas.dedup import DedupDecision, DedupStage
 from schemas.evals import EvalCreate, EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.release import Release
 from schemas.source import SourceCreate
 from service.core.db import make_engine, write_session
 from service.core.tokens import create_token
-from service.dedup.runner import run_curation
 from service.evals.definitions import create_eval
 from service.sources.definitions import create_source
-from tests.conftest import TEST_SECRET_KEY, _pg_admin, make_settings
+from tests.conftest import TEST_SECRET_KEY, _pg_admin
 from tests.dedup_support import HADOOP_MAPPING, KEV_MAPPING, hadoop_reports
-from tests.eval_support import HashingEncoder, ingest_and_curate, kev_records
-from tests.processes import postgres_database, replicas, start_serve
+from tests.eval_support import ingest_and_curate, kev_records
+from tests.processes import Replica, postgres_database, replicas, start_scheduler, start_serve
 
 BATCH = 50
 CLUSTERS = 25
+PARAPHRASES = Path(__file__).resolve().parents[1] / "support" / "hadoop_paraphrases.json"
+CURATION_SECONDS = 300
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +90,15 @@ def _later(created: str, days: int) -> str:
 
 
 def _planted_clusters(reports: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Plant an exact copy and a near-verbatim copy (dated after it) of `CLUSTERS` long reports;
-    the copies are appended to `reports`. Returns each cluster's external ids, original first."""
-    originals = [report for report in reports if len(report.get("description") or "") > 900][:CLUSTERS]
+    """Plant an exact copy and a near-verbatim copy (dated after it) of `CLUSTERS` long reports, and
+    a paraphrase written by hand (`PARAPHRASES`, dated after both) of each report it names; the
+    copies are appended to `reports`. Returns each cluster's external ids, original first, the
+    paraphrase (`<id>-PARAPHRASE`) last."""
+    paraphrases = {paraphrase["of"]: paraphrase for paraphrase in json.loads(PARAPHRASES.read_text(encoding="utf-8"))["paraphrases"]}
+    long_reports = [report for report in reports if len(report.get("description") or "") > 900][:CLUSTERS]
+    originals = [*long_reports, *(report for report in reports if report["id"] in paraphrases and report not in long_reports)]
+    missing = paraphrases.keys() - {report["id"] for report in originals}
+    assert not missing, f"paraphrases of reports not among the {len(reports)}: {sorted(missing)}"
     clusters: dict[str, list[str]] = {}
     for original in originals:
         exact = copy.deepcopy(original)
@@ -97,10 +108,43 @@ def _planted_clusters(reports: list[dict[str, Any]]) -> dict[str, list[str]]:
         near["description"] = original["description"] + "\nSeen again on another cluster."
         reports.extend([exact, near])
         clusters[original["id"]] = [original["id"], exact["id"], near["id"]]
+        if (paraphrase := paraphrases.get(original["id"])) is not None:
+            retold = copy.deepcopy(original)
+            retold.update(id=f"{original['id']}-PARAPHRASE", created=_later(original["created"], 7), title=paraphrase["title"], description=paraphrase["description"])
+            reports.append(retold)
+            clusters[original["id"]].append(retold["id"])
     return clusters
 
 
-def test_two_replicas_take_concurrent_pushes_and_one_writer_leaves_one_survivor_per_cluster(pg_url: str, pg_engine: Engine, tmp_path: Path) -> None:
+def _curate_with_worker(pg_url: str, pg_engine: Engine, log: Path) -> None:
+    """Run `goldenset scheduler` over `pg_url` (curating every 2 s) until no item is a candidate,
+    then stop it; fails with the candidates left and the end of its log after `CURATION_SECONDS`."""
+    worker = start_scheduler(pg_url, log, env={"CURATE_INTERVAL_SECONDS": "2", "LOG_LEVEL": "INFO"})
+    try:
+        deadline = time.monotonic() + CURATION_SECONDS
+        while True:
+            with Session(pg_engine) as session:
+                pending = session.exec(select(func.count()).select_from(Item).where(Item.status == ItemStatus.CANDIDATE.value)).one()
+            if not pending:
+                return
+            assert worker.process.poll() is None, f"goldenset scheduler exited with {worker.process.returncode}:\n{_log_tail(worker)}"
+            assert time.monotonic() < deadline, f"{pending} items still candidates after {CURATION_SECONDS} s of curation by goldenset scheduler:\n{_log_tail(worker)}"
+            time.sleep(1)
+    finally:
+        worker.stop()
+
+
+def _log_tail(worker: Replica) -> str:
+    """The end of `worker`'s log, without APScheduler's notes that a tick was skipped because the
+    previous curation run was still going."""
+    return "\n".join(line for line in worker.output().splitlines() if "maximum number of running instances" not in line)[-4000:]
+
+
+def test_two_replicas_take_concurrent_pushes_and_one_writer_leaves_one_survivor_per_cluster(
+    pg_url: str, pg_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the worker loads the model from its package, never from a hub
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     token = _source(pg_engine, "hadoop", HADOOP_MAPPING)
     records = hadoop_reports(950)
     clusters = _planted_clusters(records)
@@ -116,17 +160,27 @@ def test_two_replicas_take_concurrent_pushes_and_one_writer_leaves_one_survivor_
     with Session(pg_engine) as session:
         # API replicas never curate: everything waits for the one writer.
         assert session.exec(select(func.count()).select_from(Item).where(Item.status == ItemStatus.CANDIDATE.value)).one() == len(records)
-    # The writer's run (`goldenset scheduler` calls the same function): the model-free encoder keeps
-    # the test quick; exact and near-verbatim copies are decided before any embedding is compared.
-    run_curation(pg_engine, make_settings(pg_url), encoder=HashingEncoder())
+    _curate_with_worker(pg_url, pg_engine, tmp_path / "worker.log")
     with Session(pg_engine) as session:
         stored = {item.external_id: item for item in session.exec(select(Item))}
+        paraphrases = {members[-1]: original for original, *members in clusters.values() if members[-1].endswith("-PARAPHRASE")}
+        decisions = {
+            external: session.exec(select(DedupDecision).where(DedupDecision.item_id == stored[external].id).order_by(col(DedupDecision.id).desc())).first()
+            for external in paraphrases
+        }
+    assert len(paraphrases) >= 8
     assert len(stored) == len(records) == len({record["id"] for record in records})
     assert not [item for item in stored.values() if item.status == ItemStatus.CANDIDATE.value]
     for original, *copies in clusters.values():
         survivors = [external for external in (original, *copies) if stored[external].status != ItemStatus.DUPLICATE.value]
         assert survivors == [original], {external: (stored[external].status, stored[external].duplicate_of) for external in (original, *copies)}
         assert {stored[external].duplicate_of for external in copies} == {stored[original].id}
+    for external, original in paraphrases.items():
+        decision = decisions[external]
+        assert decision is not None and (decision.stage, decision.matched_item_id) == (DedupStage.EMBEDDING.value, stored[original].id), (external, decision)
+    planted = {external for members in clusters.values() for external in members}
+    roots = {stored[original].id for original in clusters}
+    assert not [item.external_id for item in stored.values() if item.external_id not in planted and item.duplicate_of in roots]
 
 
 def test_concurrent_refreshes_through_both_replicas_write_one_release(pg_url: str, pg_engine: Engine, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from schemas.review import Decision
 from service.cli import app
 from service.core.db import write_transaction
 from tests.eval_support import HashingEncoder, ingest_and_curate
+from tests.eval_support import item_ids_by_external_id as _ids
 from tests.integration.test_refresh import kev
 from tests.support.command_line import command_line
 
@@ -31,11 +32,6 @@ PROMPT = "[a]pprove, [r]eject, [s]kip, [b]ack, [u]ndo, [q]uit"
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
     with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli", "service.items.review_cli")) as runner:
         yield runner
-
-
-def _ids(engine: Engine) -> dict[str, int]:
-    with Session(engine) as session:
-        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def _statuses(engine: Engine) -> dict[str, str]:

@@ -16,6 +16,7 @@ from schemas.token import ApiToken
 from service.items.reads import withheld
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.eval_support import ingest_and_curate
+from tests.eval_support import item_ids_by_external_id as _ids
 from tests.integration.test_refresh import kev
 
 PROBLEM = "application/problem+json"
@@ -31,11 +32,6 @@ NOTE_TEXTS = {
     "NOTE-3": "Traffic was split evenly between two regions by mistake.",
     "NOTE-4": "The scheduler placed every replica in one availability zone.",
 }
-
-
-def _ids(engine: Engine) -> dict[str, int]:
-    with Session(engine) as session:
-        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def _statuses(engine: Engine) -> dict[int, str]:

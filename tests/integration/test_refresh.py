@@ -28,6 +28,7 @@ from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, ma
 from service.scheduler import GoldensetScheduler
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import ingest_and_curate
+from tests.eval_support import item_ids_by_external_id as _ids
 
 KEY = b"k" * 32
 
@@ -56,11 +57,6 @@ def _eval(engine: Engine, **settings: Any) -> None:
 
 def _refresh(engine: Engine, at: str, name: str = "ops") -> Release:
     return refresh_eval(engine, name=name, at=datetime.fromisoformat(at), secret_key=TEST_SECRET_KEY, actor="test").release
-
-
-def _ids(engine: Engine) -> dict[str, int]:
-    with Session(engine) as session:
-        return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
 
 
 def _members(engine: Engine, release: Release) -> list[str]:

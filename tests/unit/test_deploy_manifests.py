@@ -317,6 +317,8 @@ def test_compose_runs_api_replicas_without_the_scheduler_and_exactly_one_schedul
     assert list(schedulers) == ["scheduler"]
     assert schedulers["scheduler"]["deploy"]["replicas"] == 1
     assert schedulers["scheduler"]["healthcheck"]["test"][0] == "CMD"
+    metrics_port = schedulers["scheduler"]["environment"]["GOLDENSET_SCHEDULER_METRICS_PORT"]
+    assert f":{metrics_port}/healthz" in " ".join(schedulers["scheduler"]["healthcheck"]["test"]), "the worker's health is on its metrics port"
 
 
 def test_compose_proxies_to_the_api_replicas_and_keeps_postgres_data() -> None:
@@ -380,6 +382,11 @@ def test_exactly_one_scheduler_replaced_by_recreate() -> None:
     assert scheduler["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = _pod_spec(scheduler)["containers"]
     assert _command(container) == ["goldenset", "scheduler"]
+    metrics_port = {variable["name"]: variable["value"] for variable in container["env"]}["GOLDENSET_SCHEDULER_METRICS_PORT"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert str(ports["metrics"]) == metrics_port
+    for probe in ("startupProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/healthz" and container[probe]["httpGet"]["port"] in ("metrics", ports["metrics"]), probe
     commands = [_command(container) for workload in _workloads() for container in _pod_spec(workload)["containers"]]
     assert [command for command in commands if command[1:2] == ["scheduler"]] == [["goldenset", "scheduler"]]
     assert all("--no-scheduler" in command for command in commands if command[1:2] == ["serve"]), "a serve without --no-scheduler is a second scheduler"
