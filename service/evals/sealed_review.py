@@ -66,8 +66,11 @@ class Viewer:
 
 
 def _budget_start(session: Session, evaluation: Eval) -> datetime:
-    """When the eval's latest release was written, or the eval created: the budget counts from there."""
-    written = session.exec(select(Release.created_at).where(Release.eval_id == evaluation.id).order_by(col(Release.number).desc()).limit(1)).first()
+    """When the eval's latest release in force was written, or the eval created: the budget counts
+    from there (a withdrawn release is not the one the windows' reviews went into)."""
+    written = session.exec(
+        select(Release.created_at).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_(None)).order_by(col(Release.number).desc()).limit(1)
+    ).first()
     return written if written is not None else evaluation.created_at
 
 

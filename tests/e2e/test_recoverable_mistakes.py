@@ -116,6 +116,22 @@ def test_a_future_release_is_refused_then_withdrawn_and_the_schedule_goes_on(liv
     assert all(members[ids[n]] == (3, None) for n in range(21, 26)) and all(members[ids[n]] == (1, 3) for n in range(11, 16))
 
 
+def test_sealed_review_windows_count_from_the_release_in_force_once_a_newer_one_is_withdrawn(live_server: LiveServer, engine: Engine) -> None:
+    ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 21)])
+    admin = live_server.client("admin")
+    assert admin.post("/v1/evals", json={**DEFINITION, "sealed_read_budget": 2}).status_code == 201
+    assert admin.post("/v1/evals/ops/refresh", params={"at": "2024-03-05T00:00:00Z"}).status_code == 201
+    reviewers = [live_server.client("curate", "sealed") for _ in range(3)]
+    assert reviewers[0].post("/v1/evals/ops/sealed-review").json()["used"] == 1
+    ingest_and_curate(engine, "kev", [kev(n, f"2024-03-{n - 10:02d}") for n in range(21, 26)])
+    assert admin.post("/v1/evals/ops/refresh", params={"at": "2030-01-05T00:00:00Z", "allow_future": "true"}).status_code == 201
+    assert admin.post("/v1/evals/ops/releases/2/withdraw", json={"reason": "refreshed for 2030 by mistake"}).status_code == 200
+    # The coming release follows release 1 again: the window opened since then still counts.
+    assert reviewers[1].post("/v1/evals/ops/sealed-review").json()["used"] == 2
+    spent = reviewers[2].post("/v1/evals/ops/sealed-review")
+    assert spent.status_code == 403 and spent.json()["used"] == 2
+
+
 def test_delete_an_eval_only_while_it_has_no_release(live_server: LiveServer, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 6)])
     admin, reader = live_server.client("admin"), live_server.client("read")
