@@ -18,16 +18,18 @@ import unicodedata
 NORMALISATION_VERSION = "n3"
 
 # Order matters: larger structures first, so their digits are not masked piecemeal as numbers.
-_MASKS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\{(?:code|noformat|quote|panel|color)(?::[^}]*)?\}", re.IGNORECASE), " "),  # Jira wiki markup
-    (re.compile(r"</?[a-z][a-z0-9]*(?:\s[^<>]{0,200})?/?>"), " "),  # HTML tags (redaction's <EMAIL>, <IPV4> are upper case)
-    (re.compile(r"<IPV[46]>"), " <ip> "),
-    (re.compile(r"```|`|\*\*|__|~~"), " "),  # Markdown emphasis and code fences
-    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"')\]]+", re.IGNORECASE), " <url> "),
+# Each mask names the substrings one of which any match contains (none: no such hint), so a text
+# without them skips the pattern's scan.
+_MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...]]] = [
+    (re.compile(r"\{(?:code|noformat|quote|panel|color)(?::[^}]*)?\}", re.IGNORECASE), " ", ("{",)),  # Jira wiki markup
+    (re.compile(r"</?[a-z][a-z0-9]*(?:\s[^<>]{0,200})?/?>"), " ", ("<",)),  # HTML tags (redaction's <EMAIL>, <IPV4> are upper case)
+    (re.compile(r"<IPV[46]>"), " <ip> ", ("<IPV",)),
+    (re.compile(r"```|`|\*\*|__|~~"), " ", ("`", "**", "__", "~~")),  # Markdown emphasis and code fences
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"')\]]+", re.IGNORECASE), " <url> ", ("://",)),
     # File and URL paths of two or more segments (a request path, a cache file): which one varies.
-    (re.compile(r"(?<![\w.:/])/(?:[\w.-]+/)+[\w.-]*"), " <path> "),
-    (re.compile(r"\b[a-z]:\\(?:[^\\\s]+\\)+[^\\\s]*", re.IGNORECASE), " <path> "),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> "),
+    (re.compile(r"(?<![\w.:/])/(?:[\w.-]+/)+[\w.-]*"), " <path> ", ("/",)),
+    (re.compile(r"\b[a-z]:\\(?:[^\\\s]+\\)+[^\\\s]*", re.IGNORECASE), " <path> ", (":\\",)),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> ", (":",)),
     # syslog and ctime stamps, with the weekday and year when present: "Sun Jun 19 04:08:53 2005"
     (
         re.compile(
@@ -35,19 +37,20 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
             re.IGNORECASE,
         ),
         " <ts> ",
+        (":",),
     ),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> "),
-    (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> "),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), " <uuid> "),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), " <ip> "),
-    (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> "),
-    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> "),
-    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> "),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> ", (":",)),
+    (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> ", ()),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), " <uuid> ", ("-",)),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), " <ip> ", (".",)),
+    (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> ", (":",)),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> ", ("0x", "0X")),
+    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> ", ()),
     # Host names generated from an address or a serial: 61-220-159-99.hinet-ip.hinet.net, n219076184117.netvigator.com
-    (re.compile(r"\b(?=(?:[a-z-]*\d){4})[a-z0-9-]+(?:\.[a-z][a-z0-9-]*){2,}\b", re.IGNORECASE), " <host> "),
-    (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 "),  # host-12.example.com
-    (re.compile(r"\b([a-z]+[-_]?)-?\d+\b", re.IGNORECASE), r"\1<n>"),  # node12, worker-3, blk_-123
-    (re.compile(r"[-+]?\d+(?:[.,]\d+)*"), " <n> "),
+    (re.compile(r"\b(?=(?:[a-z-]*\d){4})[a-z0-9-]+(?:\.[a-z][a-z0-9-]*){2,}\b", re.IGNORECASE), " <host> ", (".",)),
+    (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 ", (".",)),  # host-12.example.com
+    (re.compile(r"\b([a-z]+[-_]?)-?\d+\b", re.IGNORECASE), r"\1<n>", ()),  # node12, worker-3, blk_-123
+    (re.compile(r"[-+]?\d+(?:[.,]\d+)*"), " <n> ", ()),
 ]
 _WHITESPACE = re.compile(r"\s+")
 
@@ -56,8 +59,9 @@ def normalise_text(text: str) -> str:
     """The text fingerprints are computed from: NFKC, markup removed, volatile tokens masked,
     case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`."""
     text = unicodedata.normalize("NFKC", text)
-    for pattern, replacement in _MASKS:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, needles in _MASKS:
+        if not needles or any(needle in text for needle in needles):
+            text = pattern.sub(replacement, text)
     return _WHITESPACE.sub(" ", text.casefold()).strip()
 
 

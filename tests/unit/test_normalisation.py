@@ -3,12 +3,17 @@ fingerprint alike; short machine messages are told from short sentences."""
 
 from __future__ import annotations
 
+import json
+import re
+import unicodedata
+from pathlib import Path
+
 import pytest
 
 from curation.dedup.fingerprints import MinHashRecipe, shingles, sketch_texts, tokens
 from curation.dedup.rules import DedupConfig
 from curation.dedup.text_kind import TextKind, looks_machine_written, text_kind
-from ingest.normalisation import content_hash, normalise_text
+from ingest.normalisation import _MASKS, content_hash, normalise_text
 
 
 @pytest.mark.parametrize(
@@ -65,3 +70,28 @@ def test_short_texts_are_sketched_over_tokens_and_token_pairs() -> None:
 def test_text_kinds(text: str, kind: TextKind) -> None:
     assert text_kind(text, normalise_text(text), len(tokens(text)), short_tokens=30) == kind
     assert looks_machine_written(text, normalise_text(text)) == (kind == TextKind.MACHINE) or kind == TextKind.LONG
+
+
+def test_skipping_a_mask_whose_hint_is_absent_changes_no_normalised_text() -> None:
+    """Every mask applied to every text (no hints) gives what `normalise_text` gives, on the real
+    reports, KEV records and log lines of the shared data and on texts holding each hint."""
+    data = Path(__file__).resolve().parents[3] / "shared" / "data"
+    texts = [
+        r"C:\Users\x\y.txt at 0XFF 2024-01-02T03:04:05Z Sun Jun 19 04:08:53 2005 <IPV4> `x` **y** __z__ ~~w~~ {code:java} http://a/b /a/b/c fe80::1",
+    ]
+    for line in (data / "gitbugs_hadoop" / "reports.jsonl").read_text().splitlines()[:800]:
+        report = json.loads(line)
+        texts += [report.get("title") or "", report.get("description") or ""]
+    for record in json.loads((data / "cisa_kev" / "known_exploited_vulnerabilities.json").read_text())["vulnerabilities"][:400]:
+        texts += [record.get("vulnerabilityName", ""), record.get("shortDescription", ""), record.get("notes", "")]
+    for log in sorted((data / "loghub_2k").glob("*/*.log_structured.csv")):
+        texts += log.read_text(errors="replace").splitlines()[:150]
+
+    def every_mask(text: str) -> str:
+        text = unicodedata.normalize("NFKC", text)
+        for pattern, replacement, _hints in _MASKS:
+            text = pattern.sub(replacement, text)
+        return re.sub(r"\s+", " ", text.casefold()).strip()
+
+    assert len(texts) > 2000
+    assert [text for text in texts if normalise_text(text) != every_mask(text)] == []
