@@ -18,9 +18,10 @@ import unicodedata
 NORMALISATION_VERSION = "n3"
 
 # Order matters: larger structures first, so their digits are not masked piecemeal as numbers.
-# Each mask names the substrings one of which any match contains (none: no such hint), so a text
-# without them skips the pattern's scan.
-_MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...]]] = [
+# Each mask has a hint: substrings one of which any match contains, or a simpler pattern any match
+# contains (none: no hint), so a text without it skips the mask's costlier scan.
+_CLOCK = re.compile(r"\d:\d\d:\d\d")
+_MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...] | re.Pattern[str]]] = [
     (re.compile(r"\{(?:code|noformat|quote|panel|color)(?::[^}]*)?\}", re.IGNORECASE), " ", ("{",)),  # Jira wiki markup
     (re.compile(r"</?[a-z][a-z0-9]*(?:\s[^<>]{0,200})?/?>"), " ", ("<",)),  # HTML tags (redaction's <EMAIL>, <IPV4> are upper case)
     (re.compile(r"<IPV[46]>"), " <ip> ", ("<IPV",)),
@@ -29,7 +30,7 @@ _MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...]]] = [
     # File and URL paths of two or more segments (a request path, a cache file): which one varies.
     (re.compile(r"(?<![\w.:/])/(?:[\w.-]+/)+[\w.-]*"), " <path> ", ("/",)),
     (re.compile(r"\b[a-z]:\\(?:[^\\\s]+\\)+[^\\\s]*", re.IGNORECASE), " <path> ", (":\\",)),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> ", (":",)),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE), " <ts> ", re.compile(r"\d-\d\d[T ]\d", re.IGNORECASE)),
     # syslog and ctime stamps, with the weekday and year when present: "Sun Jun 19 04:08:53 2005"
     (
         re.compile(
@@ -37,13 +38,13 @@ _MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...]]] = [
             re.IGNORECASE,
         ),
         " <ts> ",
-        (":",),
+        _CLOCK,
     ),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> ", (":",)),
-    (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> ", ()),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), " <ts> ", _CLOCK),
+    (re.compile(r"\b\d{4}[-/.]\d{2}[-/.]\d{2}\b|\b\d{2}[-/.]\d{2}[-/.]\d{4}\b"), " <date> ", re.compile(r"\d[-/.]\d\d[-/.]\d")),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), " <uuid> ", ("-",)),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), " <ip> ", (".",)),
-    (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> ", (":",)),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), " <ip> ", re.compile(r"\d\.\d{1,3}\.\d")),
+    (re.compile(r"\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.IGNORECASE), " <ip> ", re.compile(r":[0-9a-f]{0,4}:", re.IGNORECASE)),
     (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> ", ("0x", "0X")),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> ", ()),
     # Host names generated from an address or a serial: 61-220-159-99.hinet-ip.hinet.net, n219076184117.netvigator.com
@@ -59,10 +60,17 @@ def normalise_text(text: str) -> str:
     """The text fingerprints are computed from: NFKC, markup removed, volatile tokens masked,
     case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`."""
     text = unicodedata.normalize("NFKC", text)
-    for pattern, replacement, needles in _MASKS:
-        if not needles or any(needle in text for needle in needles):
+    for pattern, replacement, hint in _MASKS:
+        if _may_match(hint, text):
             text = pattern.sub(replacement, text)
     return _WHITESPACE.sub(" ", text.casefold()).strip()
+
+
+def _may_match(hint: tuple[str, ...] | re.Pattern[str], text: str) -> bool:
+    """False only when `text` lacks what every match of the hint's mask contains."""
+    if isinstance(hint, re.Pattern):
+        return hint.search(text) is not None
+    return not hint or any(needle in text for needle in hint)
 
 
 def item_text(title: str, input_text: str, reference: str) -> str:
