@@ -11,6 +11,7 @@ incomparable hashes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -56,9 +57,12 @@ _MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...] | re.Pattern[str]]] = [
 _WHITESPACE = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalise_text(text: str) -> str:
     """The text fingerprints are computed from: NFKC, markup removed, volatile tokens masked,
-    case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`."""
+    case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`;
+    the last few thousand answers are remembered (curation's rules ask for one item's texts many
+    times)."""
     text = unicodedata.normalize("NFKC", text)
     for pattern, replacement, hint in _MASKS:
         if _may_match(hint, text):
