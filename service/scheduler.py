@@ -23,6 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.releases.periods import cron_trigger, period_at
 from ingest.connectors.base import ConnectorError
 from schemas.common import utcnow
@@ -31,6 +32,7 @@ from schemas.release import Release
 from schemas.source import Source, SourceStatus
 from service.core.settings import Settings
 from service.core.tracing import traced
+from service.dedup.http_backend import EmbeddingEndpointRefused
 from service.dedup.runner import CurationBusy, run_curation
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.sources.definitions import PLAIN_KINDS
@@ -103,6 +105,8 @@ class GoldensetScheduler:
             run_curation(self.engine, self.settings)
         except CurationBusy as exc:
             logger.info("scheduled curation skipped: %s", exc)
+        except (EmbeddingEndpointRefused, EmbeddingServiceError) as exc:
+            logger.warning("scheduled curation stopped: %s; the next run tries again", exc)
         except Exception:
             logger.exception("scheduled curation failed; the next run retries")
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import httpx
 import psycopg
@@ -153,10 +154,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
-    """`app` served by a real uvicorn on a free loopback port for the block."""
+def on_loopback(app: Any, *, lifespan: Literal["on", "off"] = "on") -> Iterator[int]:
+    """`app` (any ASGI app) served by a real uvicorn in a thread on a free loopback port for the
+    block; yields the port."""
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan=lifespan))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -165,10 +167,17 @@ def serve(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServ
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", engine=engine, settings=settings)
+        yield port
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve(app: FastAPI, engine: Engine, settings: Settings) -> Iterator[LiveServer]:
+    """`app` served by a real uvicorn on a free loopback port for the block."""
+    with on_loopback(app) as port:
+        yield LiveServer(url=f"http://127.0.0.1:{port}", engine=engine, settings=settings)
 
 
 @pytest.fixture

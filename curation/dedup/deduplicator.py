@@ -93,7 +93,9 @@ class Deduplicator:
     def load(self, session: Session) -> SimilarityIndex:
         """(Re)build the index from the database."""
         self.holds_stale_entries = False
-        self.index = SimilarityIndex.load(session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold())
+        self.index = SimilarityIndex.load(
+            session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold(), ann=self.config.ann
+        )
         return self.index
 
     def facts(self, session: Session) -> StoredFacts:

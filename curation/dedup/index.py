@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 from datasketch import LeanMinHash, MinHashLSH
 from numpy.typing import NDArray
-from sqlalchemy import ColumnElement, and_, func, or_
+from sqlalchemy import ColumnElement, Connection, and_, func, or_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
+from curation.dedup.ann import ApproximateVectors
+from curation.dedup.ann_file import AnnConfig
 from curation.dedup.fingerprints import MinHashRecipe, sketch_from_values, values_dtype, values_from_bytes
 from schemas.dedup import Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
@@ -139,7 +141,11 @@ def _collector_paused() -> Iterator[None]:
 
 
 class SimilarityIndex:
-    """Exact, near-verbatim and embedding lookups over decided items (not thread-safe: one writer)."""
+    """Exact, near-verbatim and embedding lookups over decided items (not thread-safe: one writer).
+
+    Embedding lookups search float32 matrices exactly, or, for a pool loaded with at least
+    `AnnConfig.min_items` items, `ann` (`curation.dedup.ann`): a graph over quantised vectors plus
+    the items added since, which answers as exact search does up to quantisation."""
 
     def __init__(self, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float) -> None:
         if not 0 < lsh_threshold < 1:
@@ -154,6 +160,7 @@ class SimilarityIndex:
         self.body = _Matrix(dim)
         self.title = _Matrix(dim)
         self.times = _Matrix(1, np.float64)  # occurred_at (epoch seconds) by position, for `before=`
+        self.ann: ApproximateVectors | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -184,13 +191,18 @@ class SimilarityIndex:
             self.items.append(item)
             self.by_hash.setdefault(item.content_hash, []).append(item.item_id)
         self.hashvalues.append(hashvalues)
-        self.body.append(body)
-        self.title.append(title)
+        if self.ann is not None:
+            self.ann.append(range(len(self.items) - len(items), len(self.items)), body, title)
+        else:
+            self.body.append(body)
+            self.title.append(title)
         self.times.append(np.array([[item.occurred_at] for item in items], dtype=np.float64))
 
     def vectors(self, item_id: int) -> tuple[Vector, Vector]:
         """The body and title vectors stored for an indexed item."""
         position = self.position[item_id]
+        if self.ann is not None:
+            return self.ann.vectors(position)
         return self.body.view[position], self.title.view[position]
 
     def get(self, item_id: int) -> IndexedItem:
@@ -225,6 +237,10 @@ class SimilarityIndex:
         """The `k` items with the highest embedding score, optionally only those that occurred before `before`."""
         if not self.items or k <= 0:
             return []
+        if self.ann is not None:
+            excluded = {self.position[item_id] for item_id in exclude if item_id in self.position}
+            found = self.ann.nearest(body, title, k, exclude=excluded, before=before, times=self.times.view[:, 0])
+            return [Neighbour(self.items[position].item_id, body_cosine, title_cosine) for position, body_cosine, title_cosine in found]
         body_cos = self.body.view @ body
         title_cos = self.title.view @ title
         scores = (body_cos + TITLE_WEIGHT * title_cos) / (1 + TITLE_WEIGHT)
@@ -239,18 +255,20 @@ class SimilarityIndex:
         return [Neighbour(self.items[i].item_id, float(body_cos[i]), float(title_cos[i])) for i in top if np.isfinite(scores[i])]
 
     @classmethod
-    def load(cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float) -> SimilarityIndex:
-        """Rebuild from stored fingerprints and embeddings of every decided item.
+    def load(cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float, ann: AnnConfig | None = None) -> SimilarityIndex:
+        """Rebuild from stored fingerprints and embeddings of every decided item. With `ann`, a
+        pool of at least `ann.min_items` embedded items is searched approximately, through its
+        graph file (opened, or built and saved: `ApproximateVectors.attach`).
 
         Raises `MixedRecipeError` when some fingerprints were made with another recipe or model
         (re-fingerprint them first: `goldenset curate --refingerprint`)."""
         # The build makes millions of small objects (LSH buckets) and no cycles: the cyclic
         # garbage collector, run again and again as they are made, took a third of the time.
         with _collector_paused():
-            return cls._load(session, recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold)
+            return cls._load(session, recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold, ann=ann)
 
     @classmethod
-    def _load(cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float) -> SimilarityIndex:
+    def _load(cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float, ann: AnnConfig | None) -> SimilarityIndex:
         index = cls(recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold)
         decided = col(Item.status) != ItemStatus.CANDIDATE.value
         joined = col(ItemFingerprint.item_id) == col(Item.id)
@@ -277,6 +295,8 @@ class SimilarityIndex:
         rows: Sequence[Any] = connection.execute(query).all()
         if not rows:
             return index
+        if ann is not None and len(rows) >= ann.min_items:
+            return index._attach(connection, rows, ann)
         vectors: dict[str, bytes] = dict(connection.execute(sa_select(col(Embedding.text_hash), col(Embedding.vector)).where(col(Embedding.model_id) == model_id)).all())
         missing = next((row[0] for row in rows if row[7] not in vectors or row[8] not in vectors), None)
         if missing is not None:
@@ -289,3 +309,18 @@ class SimilarityIndex:
         title = np.frombuffer(b"".join(vectors[item.title_key or ""] for item in items), dtype=np.float32).reshape(len(rows), dim)
         index._add_rows(items, values_from_bytes([row[6] for row in rows], recipe), body, title)
         return index
+
+    def _attach(self, connection: Connection, rows: Sequence[Any], ann: AnnConfig) -> SimilarityIndex:
+        """Index `rows` (as `_load` reads them) with their vectors searched approximately."""
+        items = [
+            IndexedItem(item_id, occurred_at.timestamp(), content_hash, identity, duplicate_of or item_id, status, body_key, title_key)
+            for item_id, occurred_at, content_hash, identity, duplicate_of, status, _, body_key, title_key in rows
+        ]
+        dim = self.body.rows.shape[1]
+        empty = np.zeros((0, dim), dtype=np.float32)
+        self._add_rows(items, values_from_bytes([row[6] for row in rows], self.recipe), empty, empty)
+        try:
+            self.ann = ApproximateVectors.attach(connection, items, model_id=self.model_id, dim=dim, title_weight=TITLE_WEIGHT, config=ann)
+        except LookupError as error:
+            raise MixedRecipeError(f"{error} under {self.model_id}: run `goldenset curate --refingerprint`") from error
+        return self

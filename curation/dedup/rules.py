@@ -33,6 +33,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from curation.dedup.ann_file import AnnConfig
 from curation.dedup.boilerplate import CommonLines
 from curation.dedup.embeddings import Vectors, body_text
 from curation.dedup.identifiers import distinction
@@ -61,7 +62,8 @@ class DedupConfig:
     without a title) and `fresh_title_threshold`: body and title cosines a paraphrase of a fresh item needs, both
     (on the labelled nearest neighbours of Hadoop reports, pairs below 0.85 were almost all
     related but distinct; short headlines that say one thing in other words sit near 0.75).
-    `neighbours`: embedding neighbours examined per candidate.
+    `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
+    searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
     """
 
     minhash_threshold: float = 0.65
@@ -72,6 +74,7 @@ class DedupConfig:
     fresh_title_threshold: float = 0.70
     neighbours: int = 10
     batch_size: int = 256
+    ann: AnnConfig = field(default_factory=AnnConfig)
 
     def __post_init__(self) -> None:
         for name in (

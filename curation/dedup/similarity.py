@@ -73,8 +73,8 @@ def rank_similar(
     pool = {n.item_id: n for n in index.nearest(body, title, size, exclude=excluded, before=before)}
     for item_id, _ in index.near(sketch):
         if item_id not in pool and item_id not in excluded and (before is None or index.get(item_id).occurred_at < before):
-            position = index.position[item_id]
-            pool[item_id] = Neighbour(item_id, float(index.body.view[position] @ body), float(index.title.view[position] @ title))
+            other_body, other_title = index.vectors(item_id)
+            pool[item_id] = Neighbour(item_id, float(other_body @ body), float(other_title @ title))
     if not pool:
         return []
     ids = list(pool)
@@ -105,8 +105,7 @@ def _stored_vectors(session: Session, item: Item, fingerprint: ItemFingerprint, 
             return vectors[fingerprint.body_key], vectors[fingerprint.title_key]
     for other in index.exact(item.content_hash):
         if other != item.id:
-            position = index.position[other]
-            return index.body.view[position], index.title.view[position]
+            return index.vectors(other)
     raise NotIndexed(f"item {item.id} has no stored embedding under {index.model_id}; run `goldenset curate` to re-fingerprint it")
 
 

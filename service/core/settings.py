@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
@@ -49,6 +50,29 @@ class Settings(BaseSettings):
         default=None, gt=0, le=65535, description="`goldenset scheduler` serves Prometheus metrics (no token) on this port, all interfaces; unset: none."
     )
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
+    embedding_backend: Literal["torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "http"] = Field(
+        default="torch",
+        description="Where texts are embedded: `torch` (the model in-process, PyTorch), `onnx` / `onnx-int8` (ONNX Runtime) or `openvino` / `openvino-int8` (OpenVINO), "
+        "exported once from the local model (`curation.dedup.backends`), or `http` (an OpenAI-compatible embeddings server, GOLDENSET_EMBEDDING_URL). "
+        "Each is its own embedding model: after a change, `goldenset curate --refingerprint`.",
+    )
+    embedding_max_seq_length: int = Field(default=256, ge=8, le=512, description="Tokens of a text the in-process embedding model reads (the rest is cut); part of the model id.")
+    embedding_cache_dir: str = Field(
+        default="./var/embedding-models", description="Exported embedding backends are kept here where the model's own folder is not writable (else beside it)."
+    )
+    embedding_url: str | None = Field(
+        default=None, description="`http` backend: base URL of an OpenAI-compatible embeddings server (e.g. http://tei:8080/v1); requests go to <url>/embeddings."
+    )
+    embedding_endpoint: str | None = Field(
+        default=None, description="`http` backend: the model-registry endpoint the server is registered as; it must pass the sealed-run gate's terms conditions."
+    )
+    embedding_remote_model: str | None = Field(default=None, description="`http` backend: the model name sent in each request.")
+    embedding_dim: int | None = Field(default=None, gt=0, le=65536, description="`http` backend: the dimension of the server's vectors; an answer of another is an error.")
+    embedding_api_key: SecretStr | None = Field(default=None, description="`http` backend: sent as `Authorization: Bearer`; never logged.")
+    embedding_batch_size: int = Field(default=32, gt=0, le=2048, description="`http` backend: texts per request (TEI refuses more than 32 by default).")
+    embedding_concurrency: int = Field(default=4, gt=0, le=64, description="`http` backend: requests in flight at once.")
+    embedding_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="`http` backend: the limit on each request attempt.")
+    embedding_max_attempts: int = Field(default=5, gt=0, le=20, description="`http` backend: attempts per request (429, 5xx, timeouts and lost connections are tried again).")
     # Unset thresholds take `curation.dedup.rules.DedupConfig`'s defaults (see `dedup_config`), so a change
     # there changes the default here; reading them lazily keeps the CLI from importing datasketch.
     dedup_minhash_threshold: float | None = Field(default=None, gt=0, le=1, description="Estimated Jaccard for a near-verbatim duplicate; unset: DedupConfig's.")
@@ -59,6 +83,10 @@ class Settings(BaseSettings):
     dedup_fresh_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Body cosine for a paraphrase of a fresh item; unset: DedupConfig's.")
     dedup_fresh_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="The same for a short text; unset: DedupConfig's.")
     dedup_fresh_title_threshold: float | None = Field(default=None, gt=0, le=1, description="Title cosine a paraphrase of a fresh item also needs; unset: DedupConfig's.")
+    ann_min_items: int = Field(
+        default=50_000, ge=1, description="A dedup pool of at least this many embedded items is searched through an approximate (HNSW) index; a smaller one exactly."
+    )
+    ann_folder: str = Field(default="./var/ann", description="Folder of the approximate index's files (one per database, model and vector kind), memory-mapped by every process.")
     release_cache_mb: int = Field(
         default=64, ge=0, le=16384, description="Memory per API process for finished dev release answers (item lists and exports), which never change; 0: none."
     )
@@ -90,6 +118,19 @@ class Settings(BaseSettings):
             raise ValueError(f"{'; '.join(problems)} (make a value with `{MAKE_A_KEY}`)")
         return self
 
+    @model_validator(mode="after")
+    def _require_http_embedding_settings(self) -> Settings:
+        if self.embedding_backend != "http":
+            return self
+        needed = ("embedding_url", "embedding_endpoint", "embedding_remote_model", "embedding_dim")
+        missing = [f"{ENV_PREFIX}{name.upper()}" for name in needed if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"GOLDENSET_EMBEDDING_BACKEND=http needs {', '.join(missing)} (see README \"Dedup\")")
+        assert self.embedding_url is not None
+        if not self.embedding_url.startswith(("http://", "https://")):
+            raise ValueError("GOLDENSET_EMBEDDING_URL must be an http:// or https:// URL")
+        return self
+
     def loads_model(self, role: Role) -> bool:
         """Whether a process of `role` loads the embedding model (and so curates after ingest)."""
         return role != "api" or self.api_curates
@@ -112,6 +153,7 @@ class Settings(BaseSettings):
             fresh_embedding_threshold=self.dedup_fresh_embedding_threshold or defaults.fresh_embedding_threshold,
             fresh_short_embedding_threshold=self.dedup_fresh_short_embedding_threshold or defaults.fresh_short_embedding_threshold,
             fresh_title_threshold=self.dedup_fresh_title_threshold or defaults.fresh_title_threshold,
+            ann=dataclasses.replace(defaults.ann, min_items=self.ann_min_items, folder=Path(self.ann_folder)),
         )
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from sqlmodel import Session, col, select
 
 from service.core.settings import get_settings
-from service.core.terminal import EXIT_BUSY, err, fail, open_engine, out, progress_bar
+from service.core.terminal import EXIT_BUSY, EXIT_FAILED, EXIT_REFUSED, err, fail, open_engine, out, progress_bar
 from service.dedup.dedup_cli import dedup_app
 
 REDECIDE_SHOWN = 20
@@ -21,12 +21,14 @@ if TYPE_CHECKING:
 
 def curate_after_ingest() -> None:
     """Curate what an ingest left pending; a busy lock or stale fingerprints are reported, not fatal."""
+    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from service.dedup.http_backend import EmbeddingEndpointRefused
     from service.dedup.runner import CurationBusy
 
     try:
         _run_curation(limit=None)
-    except CurationBusy as exc:
+    except (CurationBusy, EmbeddingEndpointRefused, EmbeddingServiceError) as exc:
         err.print(f"not curated now: {exc}", highlight=False)
     except MixedRecipeError as exc:
         err.print(f"[yellow]not curated:[/] {exc}", highlight=False)
@@ -159,8 +161,12 @@ def curate(
     (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
 
     Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
-    2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint)."""
+    2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint),
+    4 when the `http` embedding backend's endpoint fails the gate (the message names the condition),
+    5 when the embedding server failed or answered something unusable."""
+    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from service.dedup.http_backend import EmbeddingEndpointRefused
     from service.dedup.runner import CurationBusy
 
     try:
@@ -176,6 +182,10 @@ def curate(
         raise fail(str(exc), EXIT_BUSY) from exc
     except MixedRecipeError as exc:
         raise fail(str(exc)) from exc
+    except EmbeddingEndpointRefused as exc:
+        raise fail(str(exc), EXIT_REFUSED) from exc
+    except EmbeddingServiceError as exc:
+        raise fail(str(exc), EXIT_FAILED) from exc
 
 
 def register(app: typer.Typer) -> None:

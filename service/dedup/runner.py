@@ -37,6 +37,7 @@ from service.core.locks import LockBusy, exclusive
 from service.core.settings import Settings
 from service.core.tracing import annotate, traced
 from service.dedup.encoder import get_encoder
+from service.dedup.http_backend import admit_encoder
 
 logger = logging.getLogger("goldenset.curation")
 LOCK_NAME = "curation"
@@ -79,7 +80,10 @@ def run_curation(
     Holds the `curation` lock for the whole run and raises `CurationBusy` at once when another
     run (here or in another process) holds it. The model is loaded only when there is something
     to decide. Raises `curation.dedup.index.MixedRecipeError` when stored fingerprints were made with
-    another recipe or model.
+    another recipe or model, `service.dedup.http_backend.EmbeddingEndpointRefused` (before any text
+    is sent) when the `http` backend's endpoint fails the gate, and
+    `curation.dedup.http_encoder.EmbeddingServiceError` when its server fails (batches already
+    decided stay decided).
     """
     runner = _runner(engine)
     if not runner.lock.acquire(blocking=False):
@@ -118,6 +122,7 @@ def _run_locked(
         if pending_count(reader) == 0:
             return CurationSummary()
         encoder = encoder if encoder is not None else get_encoder(settings)
+        admit_encoder(reader, settings, encoder)  # before any text leaves the process
         key = (id(encoder), config)
         entry = runner.deduplicators.get(key)
         deduplicator = entry[1] if entry is not None else Deduplicator(encoder=encoder, config=config)
@@ -173,6 +178,7 @@ def run_refingerprint(
             with Session(engine) as reader:
                 if stale_count(reader, recipe=recipe, model_id=encoder.model_id) == 0:
                     return RefingerprintSummary()
+                admit_encoder(reader, settings, encoder)
             runner.deduplicators.clear()
             summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=recipe, embeddings=EmbeddingCache(encoder), on_batch=on_batch)
     except LockBusy as exc:
@@ -198,6 +204,8 @@ def run_redecide(
         raise CurationBusy("a curation run is already going in this process")
     try:
         with exclusive(engine, LOCK_NAME):
+            with Session(engine) as reader:
+                admit_encoder(reader, settings, encoder)  # refused before anything is reopened
             with write_transaction(engine) as writer:
                 before, kept = reopen(writer)
             runner.deduplicators.clear()  # their indexes hold the reopened items
