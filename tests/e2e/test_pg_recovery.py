@@ -11,44 +11,29 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import func
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, col, select
 
 from schemas.item import Item
 from schemas.source import SourceCreate
-from service.core.db import make_engine, write_session
+from service.core.db import write_session
 from service.core.tokens import create_token
 from service.sources.definitions import create_source
 from tests.conftest import TEST_SECRET_KEY, _pg_admin
 from tests.dedup_support import KEV_MAPPING
 from tests.eval_support import kev_records
-from tests.processes import postgres_database, start_serve
+from tests.processes import start_serve
 
 LOAD_SECONDS = 10.0
 TERMINATE_EVERY_SECONDS = 0.5
 CLIENTS = 8
 BATCH = 5
 PUSH_ATTEMPTS = 20
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with postgres_database() as url:
-        yield url
-
-
-@pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _kev_source(engine: Engine) -> str:

@@ -14,7 +14,6 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,39 +30,19 @@ from schemas.evals import EvalCreate, EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.release import Release
 from schemas.source import SourceCreate
-from service.core.db import make_engine, write_session
+from service.core.db import write_session
 from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.sources.definitions import create_source
 from tests.conftest import TEST_SECRET_KEY, _pg_admin
 from tests.dedup_support import HADOOP_MAPPING, KEV_MAPPING, hadoop_reports
 from tests.eval_support import ingest_and_curate, kev_records
-from tests.processes import Replica, postgres_database, replicas, start_scheduler, start_serve
+from tests.processes import Replica, replicas, start_scheduler, start_serve
 
 BATCH = 50
 CLUSTERS = 25
 PARAPHRASES = Path(__file__).resolve().parents[1] / "support" / "hadoop_paraphrases.json"
 CURATION_SECONDS = 300
-
-
-@pytest.fixture(scope="module")
-def pg_template() -> Iterator[str]:
-    """A migrated PostgreSQL database the tests copy (migrating once is much faster)."""
-    with postgres_database() as url:
-        yield str(make_url(url).database)
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    with postgres_database(pg_template) as url:
-        yield url
-
-
-@pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _source(engine: Engine, name: str, mapping: Path) -> str:

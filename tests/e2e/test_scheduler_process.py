@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 from sqlalchemy import func
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, col, select
@@ -29,7 +28,7 @@ from schemas.dedup import DedupDecision
 from schemas.evals import DEFAULT_SCHEDULE, Eval, EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.release import Release
-from service.core.db import make_engine, write_session
+from service.core.db import write_session
 from service.core.locks import _lock_key
 from service.core.metrics import serve_scheduler_metrics
 from service.dedup.runner import LOCK_NAME as CURATION_LOCK
@@ -37,30 +36,10 @@ from service.evals.definitions import create_eval
 from tests.conftest import TEST_SECRET_KEY, _free_port, _pg_admin
 from tests.dedup_support import KEV_MAPPING, ingest
 from tests.eval_support import ingest_and_curate, kev_records
-from tests.processes import Replica, postgres_database, start_scheduler
+from tests.processes import Replica, start_scheduler
 
 WAIT_SECONDS = 90.0
 WORKER_ENV = {"LOG_LEVEL": "INFO"}
-
-
-@pytest.fixture(scope="module")
-def pg_template() -> Iterator[str]:
-    """A migrated PostgreSQL database the tests copy (migrating once is much faster)."""
-    with postgres_database() as url:
-        yield str(make_url(url).database)
-
-
-@pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
-    with postgres_database(pg_template) as url:
-        yield url
-
-
-@pytest.fixture
-def pg_engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _wait_for(condition: Callable[[], bool], what: str, workers: list[Replica], seconds: float = WAIT_SECONDS) -> None:
