@@ -228,12 +228,17 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
     else:
         # A dev answer is the same for every reader while no release is written or withdrawn.
         cache: ReleaseContentCache = request.app.state.release_content_cache
-        key = f"items|{name}|{ref}|{split.value}|{occurred_after}|{release_generation(session)}"
+        key = _dev_answer_key(session, "items", name, ref, occurred_after)
         content = cache.get_or_build(key, lambda: _dev_items_answer(session, name, ref, split, occurred_after))
         if (cached := _not_modified(request, content.headers)) is not None:
             return cached
     request.state.release_read = content
     return Response(content=content.body, media_type="application/json", headers=content.headers)
+
+
+def _dev_answer_key(session: Session, route: str, name: str, ref: str, occurred_after: Instant | None) -> str:
+    """The cache key of a dev answer: the same for every reader while no release is written or withdrawn."""
+    return f"{route}|{name}|{ref}|{Split.DEV.value}|{occurred_after}|{release_generation(session)}"
 
 
 def _dev_items_answer(session: Session, name: str, ref: str, split: Split, occurred_after: Instant | None) -> CachedContent:
@@ -255,8 +260,8 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
     principal = authorize_split(request, split)
     cache: ReleaseContentCache = request.app.state.release_content_cache
-    key = f"export|{name}|{ref}|{split.value}|{occurred_after}|{release_generation(session)}"
-    if split is Split.DEV and (content := cache.get(key)) is not None:
+    key = _dev_answer_key(session, "export", name, ref, occurred_after) if split is Split.DEV else ""
+    if key and (content := cache.get(key)) is not None:
         if (cached := _not_modified(request, content.headers)) is not None:
             return cached
         request.state.release_read = content
