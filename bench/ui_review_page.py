@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT
 from curation.dedup.deduplicator import CurationSummary, Deduplicator
-from curation.dedup.embeddings import EmbeddingCache, body_text, title_text
+from curation.dedup.embeddings import EmbeddingCache, body_text, store_embeddings, title_text
 from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.dedup.rules import DedupConfig
 from ingest.mapping import CompiledMapping, load_mapping
@@ -351,7 +351,7 @@ def build_pool(engine: Engine, *, total: int, unique: int, curated: int) -> Pool
         texts = [body_text(entry.row["title"], entry.row["input"]) for entry in batch] + [title_text(entry.row["title"], entry.row["input"]) for entry in batch]
         with write_session(engine) as session:
             keys, _, fresh = cache.lookup(session, texts)
-            session.add_all(fresh)
+            store_embeddings(session, fresh)
             session.flush()
             now = utcnow()
             fingerprints = [

@@ -63,6 +63,17 @@ def normalise_text(text: str) -> str:
     case-folded, whitespace collapsed. Pure and deterministic for a given `NORMALISATION_VERSION`;
     the last few thousand answers are remembered (curation's rules ask for one item's texts many
     times)."""
+    return _normalise(text)
+
+
+@functools.lru_cache(maxsize=65_536)
+def normalise_line(line: str) -> str:
+    """`normalise_text` of one line of a text, remembered apart from whole texts: a source's
+    template lines recur in most of its items, and would push whole texts out of the other's memory."""
+    return _normalise(line)
+
+
+def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     for pattern, replacement, hint in _MASKS:
         if _may_match(hint, text):

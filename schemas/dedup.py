@@ -53,6 +53,22 @@ class Embedding(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+class EmbeddingEquivalence(SQLModel, table=True):
+    """A switch of embedding model id that kept the stored vectors: re-encoding `texts` stored
+    texts with `to_model_id` gave vectors within `min_cosine` (at worst) and `mean_cosine` (on
+    average) of those `from_model_id` had made, so the latter were adopted as the former's."""
+
+    __tablename__ = "embedding_equivalence"
+
+    id: int | None = Field(default=None, primary_key=True)
+    from_model_id: str = Field(max_length=255)
+    to_model_id: str = Field(max_length=255)
+    texts: int
+    min_cosine: float
+    mean_cosine: float
+    recorded_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class DedupDecision(SQLModel, table=True):
     """One curation decision about one item (the newest per item is in force)."""
 

@@ -18,6 +18,7 @@ Contracts:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -28,13 +29,16 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
+from filelock import FileLock, Timeout
 from numpy.typing import NDArray
 
 from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Encoder, SentenceTransformerEncoder, Vectors, _model_folder, model_dim_of, model_id_of
 
+logger = logging.getLogger("goldenset.embeddings")
+
 EmbeddingBackend = Literal["torch", "onnx", "onnx-int8", "openvino", "openvino-int8"]
 BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
-DEFAULT_BACKEND: EmbeddingBackend = "torch"
+DEFAULT_BACKEND: EmbeddingBackend = "openvino"
 DEFAULT_CACHE_DIR = Path("var") / "embedding-models"
 # Bumped whenever an export recipe changes its vectors, so the new ones get a new model id.
 RECIPES: dict[str, str] = {"onnx": "r1", "onnx-int8": "r1", "openvino": "r1", "openvino-int8": "r1"}
@@ -45,6 +49,8 @@ ARTEFACTS: dict[str, tuple[str, ...]] = {
     "openvino-int8": ("model.xml", "model.bin"),
 }
 RECORD = "export.json"
+# How long a process waits for another one's export of the same backend (they take about a minute).
+EXPORT_WAIT_SECONDS = 900
 DEFAULT_BATCH_TOKENS = 8192
 DEFAULT_BATCH_SIZE = 128
 PAD_MULTIPLE = 8
@@ -91,8 +97,9 @@ def find_export(model_path: Path, backend: str, cache_dir: str | Path) -> Path |
 
 def ensure_export(model_path: Path, backend: str, *, cache_dir: str | Path) -> tuple[Path, bool]:
     """The folder of `backend`'s export of the model, and whether this call made it. An export is
-    built in a hidden folder of the first writable root and renamed into place when whole; where
-    another process published one first, theirs is used and this one discarded."""
+    built in a hidden folder of the first writable root and renamed into place when whole, under a
+    file lock in that root: a process that finds another one exporting waits for its export (up
+    to `EXPORT_WAIT_SECONDS`) instead of making a second one."""
     backend = check_backend(backend)
     if backend == "torch":
         raise ValueError("the torch backend runs the model folder itself; it has no export")
@@ -104,27 +111,39 @@ def ensure_export(model_path: Path, backend: str, *, cache_dir: str | Path) -> t
     for root in export_roots(model_path, cache_dir):
         try:
             root.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
-        except OSError as error:
-            failures.append(f"{root}: {error.strerror or error}")
+            lock = FileLock(root / f".{name}.lock", timeout=EXPORT_WAIT_SECONDS)
+            lock.acquire()
+        except (OSError, Timeout) as error:
+            failures.append(f"{root}: {getattr(error, 'strerror', None) or error}")
             continue
         try:
-            record = _build(model_path, backend, staging)
-            for leftover in staging.iterdir():
-                if leftover.name not in ARTEFACTS[backend]:
-                    shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
-            (staging / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
-            try:
-                staging.rename(root / name)
-            except OSError:
-                found = find_export(model_path, backend, cache_dir)
-                if found is None:
-                    raise
+            # Another process may have published it while this one waited for the lock.
+            found = find_export(model_path, backend, cache_dir)
+            if found is not None:
                 return found, False
-            return root / name, True
+            logger.info("exporting %s for the %s backend into %s (once; about a minute)", model_path.name, backend, root)
+            return _export_into(model_path, backend, root, name)
+        except OSError as error:
+            failures.append(f"{root}: {error.strerror or error}")
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            lock.release()
     raise OSError(f"no writable folder for the {backend} export of {model_path} ({'; '.join(failures)}): set GOLDENSET_EMBEDDING_CACHE_DIR to a writable folder")
+
+
+def _export_into(model_path: Path, backend: str, root: Path, name: str) -> tuple[Path, bool]:
+    """Build the export in a hidden folder of `root` and rename it to `root / name` when whole
+    (the caller holds the export's lock in `root`)."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        record = _build(model_path, backend, staging)
+        for leftover in staging.iterdir():
+            if leftover.name not in ARTEFACTS[backend]:
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        (staging / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        staging.rename(root / name)
+        return root / name, True
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build(model_path: Path, backend: str, folder: Path) -> dict[str, Any]:
@@ -228,6 +247,8 @@ def _onnx_runtime(path: Path, threads: int) -> Runner:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
+    # Idle threads sleep instead of spinning: curation decides a batch in Python while the next encodes.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = {node.name for node in session.get_inputs()}
     output = session.get_outputs()[0].name

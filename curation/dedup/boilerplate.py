@@ -3,7 +3,7 @@
 those are two reports from one form, not one incident, so the fresh rule
 (`curation.dedup.rules`) compares what is left once they are taken out.
 
-A line is common to a source when, normalised (`ingest.normalisation.normalise_text`, so numbers
+A line is common to a source when, normalised (`ingest.normalisation.normalise_line`, so numbers
 and ids are masked), it occurs in at least `MIN_ITEMS` of the source's items and in at least
 `MIN_SHARE` of them. Counted over the source's most recent `SAMPLE` items; a source of fewer than
 `MIN_SOURCE` items has no common lines (too little to tell a template from a coincidence).
@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ingest.normalisation import normalise_text
+from ingest.normalisation import normalise_line
 
 MIN_ITEMS = 5
 MIN_SHARE = 0.002
@@ -25,7 +25,7 @@ SAMPLE = 5000
 
 def text_lines(text: str) -> list[str]:
     """The normalised, non-empty lines of `text`, in order."""
-    return [line for line in (normalise_text(raw) for raw in text.splitlines()) if line]
+    return [line for line in (normalise_line(raw) for raw in text.splitlines()) if line]
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class CommonLines:
         kept: list[str] = []
         total = removed = 0
         for raw in text.splitlines():
-            line = normalise_text(raw)
+            line = normalise_line(raw)
             total += len(line)
             if line in self.lines:
                 removed += len(line)

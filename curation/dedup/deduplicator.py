@@ -17,21 +17,23 @@ This module is the single writer of dedup state: run one `Deduplicator` per data
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, insert, or_, update
 from sqlmodel import Session, col, select
 
-from curation.dedup.embeddings import EmbeddingCache, Encoder, Vectors, body_text, title_text
+from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vectors, body_text, store_embeddings, title_text
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, SimilarityIndex
 from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
-from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
+from schemas.common import utcnow
+from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -71,11 +73,42 @@ class _Candidate:
 
 
 @dataclass
+class _BatchWrites:
+    """A batch's new rows, inserted together when the batch is decided (building ORM objects for
+    them cost more than the decisions), and the fingerprints stored before, updated in place."""
+
+    stored_fingerprints: dict[int, ItemFingerprint]
+    new_fingerprints: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    def decide(self, item_id: int, verdict: Verdict, *, status: str | None = None, matched: int | None = None, details: dict[str, Any] | None = None) -> None:
+        """Add a decision about `item_id` (the verdict's, unless `status`, `matched` or `details` say otherwise)."""
+        self.decisions.append(
+            {
+                "item_id": item_id,
+                "status": status or verdict.status,
+                "stage": verdict.stage,
+                "score": verdict.score,
+                "matched_item_id": matched if matched is not None else verdict.matched,
+                "details": details if details is not None else verdict.details,
+                "decided_at": utcnow(),
+            }
+        )
+
+    def insert(self, session: Session) -> None:
+        """Insert the new fingerprints and the decisions, in the order they were made."""
+        if self.new_fingerprints:
+            session.execute(insert(ItemFingerprint), list(self.new_fingerprints.values()))
+        if self.decisions:
+            session.execute(insert(DedupDecision), self.decisions)
+
+
+@dataclass
 class _Prepared:
     """A batch ready to decide: candidates with sketches and vectors, and vectors not yet stored."""
 
     candidates: list[_Candidate]
-    embeddings: list[Embedding]
+    embeddings: list[NewEmbedding]
 
 
 class Deduplicator:
@@ -119,33 +152,57 @@ class Deduplicator:
         *,
         limit: int | None = None,
         on_batch: Callable[[CurationSummary], None] | None = None,
+        ahead: bool = False,
     ) -> CurationSummary:
         """`curate`, with each batch's slow part (sketches and embeddings) done in a `read()`
         session and only the decisions written in a `write()` session, one per batch, whose context
         the caller makes commit when it closes (`service.core.db.write_transaction`), so every
         finished batch stays decided. On SQLite the write session holds the database's write lock,
         which ingest waits for: it is never held while the model encodes. An item changed between
-        the two steps is left pending for the next batch."""
+        the two steps is left pending for the next batch.
+
+        With `ahead` (and no `limit`), the next batch is prepared in a thread while one is decided,
+        so the model encodes while decisions are written; `read()` must then give sessions of their
+        own (not the `write()` one). The decisions are the same either way: the next batch takes
+        the pending items after the one being decided, and a text that batch left for an exact
+        copy to share, whose copy was then not indexed, is encoded when it is decided."""
         if self.index is None:
             with read() as reader:
                 self.load(reader)
         summary = CurationSummary()
         encoded_before = self.embeddings.encoded
-        while limit is None or summary.decided + summary.references < limit:
-            size = self.config.batch_size if limit is None else min(self.config.batch_size, limit - summary.decided - summary.references)
+        ahead = ahead and limit is None
+
+        def prepare(size: int, seen: set[str], exclude: list[int]) -> _Prepared:
             with read() as reader:
-                prepared = self._prepare(reader, self._pending(reader, size))
-            if not prepared.candidates:
-                break
-            with write() as writer:
-                self._decide_prepared(writer, prepared, summary)
-                writer.flush()
-            summary.encoded = self.embeddings.encoded - encoded_before
-            if on_batch is not None:
-                on_batch(summary)
+                return self._prepare(reader, self._pending(reader, size, exclude=exclude), seen)
+
+        def known_hashes() -> set[str]:
+            assert self.index is not None
+            return set(self.index.by_hash)  # copied here: the index changes while the next batch is prepared
+
+        with ThreadPoolExecutor(1, thread_name_prefix="curation-ahead") if ahead else nullcontext() as pool:
+            upcoming: Future[_Prepared] | None = None
+            while limit is None or summary.decided + summary.references < limit:
+                size = self.config.batch_size if limit is None else min(self.config.batch_size, limit - summary.decided - summary.references)
+                prepared = upcoming.result() if upcoming is not None else prepare(size, known_hashes(), [])
+                upcoming = None
+                if not prepared.candidates:
+                    break
+                if pool is not None:
+                    seen = known_hashes() | {candidate.item.content_hash for candidate in prepared.candidates}
+                    upcoming = pool.submit(prepare, size, seen, [candidate.item.id for candidate in prepared.candidates if candidate.item.id is not None])
+                with write() as writer:
+                    self._decide_prepared(writer, prepared, summary)
+                    writer.flush()
+                summary.encoded = self.embeddings.encoded - encoded_before
+                if on_batch is not None:
+                    on_batch(summary)
+            if upcoming is not None:
+                upcoming.cancel()
         return summary
 
-    def _pending(self, session: Session, size: int) -> list[Item]:
+    def _pending(self, session: Session, size: int, *, exclude: Sequence[int] = ()) -> list[Item]:
         fingerprinted = select(ItemFingerprint.item_id)
         query = (
             select(Item)
@@ -158,42 +215,57 @@ class Deduplicator:
             .order_by(col(Item.occurred_at), col(Item.id))
             .limit(size)
         )
+        if exclude:
+            query = query.where(col(Item.id).not_in(exclude))
         return list(session.exec(query))
 
-    def _prepare(self, session: Session, batch: list[Item]) -> _Prepared:
-        """Sketches and embeddings of a batch (no writes: new vectors are returned, not added)."""
-        index = self.index
-        assert index is not None
+    def _prepare(self, session: Session, batch: list[Item], seen_hashes: set[str]) -> _Prepared:
+        """Sketches and embeddings of a batch (no writes: new vectors are returned, not added).
+        `seen_hashes`: the content hashes already indexed (or about to be), whose copies are not
+        embedded; this adds the batch's own."""
         for item in batch:
             rehash(item)
         sketches = sketch_texts((dedup_text(item.title, item.input) for item in batch), self.recipe)
         candidates = [_Candidate(item, sketch) for item, sketch in zip(batch, sketches, strict=True)]
         # Exact duplicates (of indexed items or of an earlier candidate in this batch) are never embedded.
-        seen_hashes = set(index.by_hash)
         to_embed: list[_Candidate] = []
         for candidate in candidates:
             if candidate.item.content_hash not in seen_hashes or candidate.item.status == ItemStatus.REFERENCE.value:
                 to_embed.append(candidate)
             seen_hashes.add(candidate.item.content_hash)
-        fresh: list[Embedding] = []
-        if to_embed:
-            texts = [body_text(c.item.title, c.item.input) for c in to_embed] + [title_text(c.item.title, c.item.input) for c in to_embed]
-            keys, vectors, fresh = self.embeddings.lookup(session, texts)
-            half = len(to_embed)
-            for position, candidate in enumerate(to_embed):
-                candidate.body, candidate.title = vectors[position], vectors[half + position]
-                candidate.body_key, candidate.title_key = keys[position], keys[half + position]
+        fresh = self._embed(session, to_embed)
         for candidate in candidates:
             session.expunge(candidate.item)
         return _Prepared(candidates, fresh)
 
+    def _embed(self, session: Session, candidates: list[_Candidate]) -> list[NewEmbedding]:
+        """Give `candidates` their body and title vectors; the rows of those just encoded."""
+        if not candidates:
+            return []
+        texts = [body_text(c.item.title, c.item.input) for c in candidates] + [title_text(c.item.title, c.item.input) for c in candidates]
+        keys, vectors, fresh = self.embeddings.lookup(session, texts)
+        half = len(candidates)
+        for position, candidate in enumerate(candidates):
+            candidate.body, candidate.title = vectors[position], vectors[half + position]
+            candidate.body_key, candidate.title_key = keys[position], keys[half + position]
+        return fresh
+
     def _decide_prepared(self, session: Session, prepared: _Prepared, summary: CurationSummary) -> None:
-        # New vectors are new rows: this is the only writer, and lookup returned only keys it did not find.
-        session.add_all(prepared.embeddings)
+        assert self.index is not None
+        # A text prepared to share an exact copy's vectors, whose copy was not indexed after all
+        # (prepared ahead of a batch that left it pending), is encoded now.
+        seen = set(self.index.by_hash)
+        orphans = []
+        for candidate in prepared.candidates:
+            if candidate.body is None and candidate.item.content_hash not in seen:
+                orphans.append(candidate)
+            seen.add(candidate.item.content_hash)
+        # Vectors the batch decided before this one stored meanwhile are skipped.
+        store_embeddings(session, [*prepared.embeddings, *self._embed(session, orphans)], skip_stored=True)
         ids = [candidate.item.id for candidate in prepared.candidates]
         current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
         # Fingerprints of items decided before (a changed item decided again) are updated in place.
-        fingerprints = {fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))}
+        writes = _BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))})
         facts = self.facts(session)
         with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
             for candidate in prepared.candidates:
@@ -202,15 +274,16 @@ class Deduplicator:
                     continue  # changed or removed meanwhile: decided again from its new state
                 item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
                 candidate.item = item
-                self._settle(session, candidate, summary, fingerprints, facts)
+                self._settle(session, candidate, summary, writes, facts)
+        writes.insert(session)
 
-    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, fingerprints: dict[int, ItemFingerprint], facts: StoredFacts) -> None:
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, writes: _BatchWrites, facts: StoredFacts) -> None:
         index = self.index
         assert index is not None
         item = candidate.item
         assert item.id is not None
         if item.status == ItemStatus.REFERENCE.value:
-            self._fingerprint(session, candidate, fingerprints)
+            self._fingerprint(session, candidate, writes)
             self._index(candidate, root=item.id, status=item.status)
             summary.references += 1
             return
@@ -232,31 +305,37 @@ class Deduplicator:
                 copied = index.get(copies[0])
                 candidate.body, candidate.title = index.vectors(copied.item_id)
                 candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
-        self._fingerprint(session, candidate, fingerprints)
+        self._fingerprint(session, candidate, writes)
         if verdict.status == ItemStatus.UNIQUE.value:
             item.status, item.duplicate_of = verdict.status, None
-        elif verdict.rule == "fresh" and self._is_later(verdict.matched, item) and self._swap(session, item, verdict):
+        elif verdict.rule == "fresh" and self._is_later(verdict.matched, item) and self._swap(session, item, verdict, writes):
             verdict = Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details={**verdict.details, "kept_over": verdict.matched})
             item.status, item.duplicate_of = verdict.status, None
         else:
             item.status, item.duplicate_of = verdict.status, verdict.matched
         session.add(item)
-        session.add(DedupDecision(item_id=item.id, status=verdict.status, stage=verdict.stage, score=verdict.score, matched_item_id=verdict.matched, details=verdict.details))
+        writes.decide(item.id, verdict)
         if candidate.body is not None and candidate.body_key is not None:
             self._index(candidate, root=item.duplicate_of or item.id, status=item.status)
         summary.count(verdict)
 
-    def _fingerprint(self, session: Session, candidate: _Candidate, fingerprints: dict[int, ItemFingerprint]) -> None:
+    def _fingerprint(self, session: Session, candidate: _Candidate, writes: _BatchWrites) -> None:
         item_id = candidate.item.id
         assert item_id is not None
-        fingerprint = fingerprints.get(item_id)
-        if fingerprint is None:
-            fingerprint = fingerprints[item_id] = ItemFingerprint(item_id=item_id, recipe=self.recipe.key, minhash=b"")
-        fingerprint.recipe = self.recipe.key
-        fingerprint.minhash = to_bytes(candidate.sketch)
-        fingerprint.model_id = self.encoder.model_id if candidate.body_key else None
-        fingerprint.body_key, fingerprint.title_key = candidate.body_key, candidate.title_key
-        session.add(fingerprint)
+        values = {
+            "recipe": self.recipe.key,
+            "minhash": to_bytes(candidate.sketch),
+            "model_id": self.encoder.model_id if candidate.body_key else None,
+            "body_key": candidate.body_key,
+            "title_key": candidate.title_key,
+        }
+        stored = writes.stored_fingerprints.get(item_id)
+        if stored is None:
+            writes.new_fingerprints[item_id] = {"item_id": item_id, **values, "created_at": utcnow()}
+            return
+        for name, value in values.items():
+            setattr(stored, name, value)
+        session.add(stored)
 
     def _index(self, candidate: _Candidate, *, root: int, status: str) -> None:
         assert self.index is not None and candidate.item.id is not None and candidate.body is not None and candidate.title is not None
@@ -277,7 +356,7 @@ class Deduplicator:
         assert self.index is not None
         return matched is not None and matched in self.index and self.index.get(matched).occurred_at > item.occurred_at.timestamp()
 
-    def _swap(self, session: Session, item: Item, verdict: Verdict) -> bool:
+    def _swap(self, session: Session, item: Item, verdict: Verdict, writes: _BatchWrites) -> bool:
         """`item` happened before the representative it matches: it becomes the representative, and
         that one its duplicate, unless it was already reviewed or released (then `item` stays the
         duplicate). The duplicates that matched the old representative keep naming it."""
@@ -288,8 +367,7 @@ class Deduplicator:
         session.flush()  # decisions earlier in the batch are in the database before it is updated
         session.exec(update(Item).where(col(Item.id) == matched.item_id).values(status=ItemStatus.DUPLICATE.value, duplicate_of=item.id))
         swap_details = {"earlier_incident_arrived": item.id, "rule": "fresh"}
-        demoted = DedupDecision(item_id=matched.item_id, status=ItemStatus.DUPLICATE.value, stage=verdict.stage, score=verdict.score, matched_item_id=item.id, details=swap_details)
-        session.add(demoted)
+        writes.decide(matched.item_id, verdict, status=ItemStatus.DUPLICATE.value, matched=item.id, details=swap_details)
         self.index.set_root(matched.item_id, item.id, ItemStatus.DUPLICATE.value)
         return True
 

@@ -10,14 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
+from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
+from schemas.common import utcnow
 from schemas.dedup import Embedding
 
 Vectors = NDArray[np.float32]
@@ -126,6 +130,35 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class NewEmbedding(TypedDict):
+    """A row of `Embedding` not yet stored (plain values: building ORM objects costs more than encoding's
+    bookkeeping should)."""
+
+    text_hash: str
+    model_id: str
+    dim: int
+    vector: bytes
+    created_at: datetime
+
+
+def store_embeddings(session: Session, rows: Sequence[NewEmbedding], *, skip_stored: bool = False) -> None:
+    """Insert `rows` into the `embedding` table in one statement (the caller commits). Each must
+    be absent (`EmbeddingCache.lookup` returns only vectors it did not find), unless
+    `skip_stored`: then rows whose key is stored already, or repeated, are left out."""
+    if skip_stored:
+        unique = {(row["text_hash"], row["model_id"]): row for row in rows}
+        for model_id in {model for _, model in unique}:
+            keys = [key for key, model in unique if model == model_id]
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                query = select(Embedding.text_hash).where(Embedding.model_id == model_id, col(Embedding.text_hash).in_(chunk))
+                for stored in session.exec(query):
+                    unique.pop((stored, model_id), None)
+        rows = list(unique.values())
+    if rows:
+        session.execute(insert(Embedding), list(rows))
+
+
 class EmbeddingCache:
     """Embeddings through the database cache: `vectors(texts)` encodes only texts never seen by
     this model, in one batch, and stores them. `encoded` counts texts sent to the encoder."""
@@ -133,17 +166,19 @@ class EmbeddingCache:
     def __init__(self, encoder: Encoder) -> None:
         self.encoder = encoder
         self.encoded = 0
+        self._encoding = threading.Lock()  # one encode at a time: curation prepares a batch ahead in a thread
 
     def vectors(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors]:
         """The keys and vectors of `texts` (rows in order); missing ones are encoded and added to
         the session (the caller commits)."""
         keys, matrix, fresh = self.lookup(session, texts)
-        session.add_all(fresh)
+        store_embeddings(session, fresh)
         return keys, matrix
 
-    def lookup(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors, list[Embedding]]:
+    def lookup(self, session: Session, texts: Sequence[str]) -> tuple[list[str], Vectors, list[NewEmbedding]]:
         """The keys and vectors of `texts` (rows in order), and the rows of those just encoded,
-        which the caller stores (nothing is written here: `session` may be a read-only one)."""
+        which the caller stores with `store_embeddings` (nothing is written here: `session` may be
+        a read-only one)."""
         keys = [text_hash(text) for text in texts]
         wanted = set(keys)
         found: dict[str, Vectors] = {}
@@ -157,12 +192,14 @@ class EmbeddingCache:
         for key, text in zip(keys, texts, strict=True):
             if key not in found and key not in missing:
                 missing[key] = text
-        fresh: list[Embedding] = []
+        fresh: list[NewEmbedding] = []
         if missing:
-            encoded = self.encoder.encode(list(missing.values()))
-            self.encoded += len(missing)
+            with self._encoding:
+                encoded = self.encoder.encode(list(missing.values()))
+                self.encoded += len(missing)
+            now = utcnow()
             for key, vector in zip(missing, encoded, strict=True):
                 found[key] = vector
-                fresh.append(Embedding(text_hash=key, model_id=self.encoder.model_id, dim=self.encoder.dim, vector=vector.astype(np.float32).tobytes()))
+                fresh.append({"text_hash": key, "model_id": self.encoder.model_id, "dim": self.encoder.dim, "vector": vector.astype(np.float32).tobytes(), "created_at": now})
         matrix = np.vstack([found[key] for key in keys]).astype(np.float32) if keys else np.zeros((0, self.encoder.dim), dtype=np.float32)
         return keys, matrix, fresh

@@ -18,7 +18,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import rehash
-from curation.dedup.embeddings import EmbeddingCache, body_text, title_text
+from curation.dedup.embeddings import EmbeddingCache, body_text, store_embeddings, title_text
 from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.dedup.index import made_differently
 from ingest.normalisation import dedup_text
@@ -94,8 +94,7 @@ def refingerprint(
                 body_key, title_key = new_keys.get(item.id, (None, None)) if fingerprint.body_key is not None else (None, None)
                 updates.append((item.id, item.content_hash, item.hash_recipe, to_bytes(sketch), body_key, title_key))
         with write() as writer:
-            for embedding in fresh:
-                writer.merge(embedding)
+            store_embeddings(writer, fresh)
             for item_id, hashed, hash_recipe, sketch_bytes, body_key, title_key in updates:
                 assert item_id is not None
                 stored = writer.get(Item, item_id)

@@ -200,10 +200,12 @@ def judge(
         neighbours = [n for n in index.nearest(body, title, config.neighbours + len(excluded)) if compatible(n.item_id) and representative(n.item_id)]
     # An exact copy of any member is the same text; a representative is named first when one is copied.
     exact = sorted((other_id for other_id in index.exact(item.content_hash) if compatible(other_id)), key=lambda other_id: not representative(other_id))
-    named = [*exact, *(other_id for other_id, _ in near), *(n.item_id for n in neighbours)]
     bare_line = kind is TextKind.MACHINE and not item.title  # a log line: nothing but its text
-    texts = facts.texts(named) if not bare_line else {}
-    guarded = facts.guarded(named) | {other_id for other_id in named if index.get(other_id).status == ItemStatus.REFERENCE.value}
+    # Only items that could match are looked up (guard status, texts): most candidates have none.
+    near_enough = [other_id for other_id, score in near if score >= config.minhash_threshold and representative(other_id)]
+    close = [n.item_id for n in neighbours if n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
+    weighed = [*near_enough, *close]
+    guarded = (facts.guarded(weighed) if weighed else set()) | {other_id for other_id in weighed if index.get(other_id).status == ItemStatus.REFERENCE.value}
     if near:
         details["best_jaccard"] = {"item": near[0][0], "score": round(near[0][1], 4)}
     if neighbours:
@@ -234,6 +236,7 @@ def judge(
             candidates.append(_Match(DedupStage.EMBEDDING, "guard", neighbour.body_cosine, thresholds["guard"], neighbour.item_id))
         elif neighbour.body_cosine >= thresholds["fresh"] and neighbour.title_cosine >= thresholds["fresh_title"]:
             candidates.append(_Match(DedupStage.EMBEDDING, "fresh", neighbour.body_cosine, thresholds["fresh"], neighbour.item_id))
+    texts = facts.texts([match.other for match in candidates]) if candidates and not bare_line else {}
     for match in candidates:
         why = apart(match)
         if why is not None:

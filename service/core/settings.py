@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     )
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
     embedding_backend: Literal["torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "http"] = Field(
-        default="torch",
+        default="openvino",
         description="Where texts are embedded: `torch` (the model in-process, PyTorch), `onnx` / `onnx-int8` (ONNX Runtime) or `openvino` / `openvino-int8` (OpenVINO), "
         "exported once from the local model (`curation.dedup.backends`), or `http` (an OpenAI-compatible embeddings server, GOLDENSET_EMBEDDING_URL). "
         "Each is its own embedding model: after a change, `goldenset curate --refingerprint`.",

@@ -64,6 +64,7 @@ def _run_curation(limit: int | None) -> CurationSummary | None:
 
 def _run_refingerprint() -> None:
     """Re-fingerprint with a progress bar and print what was done."""
+    from curation.dedup.equivalence import EquivalenceCheck
     from curation.dedup.fingerprints import MinHashRecipe
     from curation.dedup.refingerprint import RefingerprintSummary, stale_count
     from service.dedup.encoder import get_encoder
@@ -78,14 +79,22 @@ def _run_refingerprint() -> None:
     if stale == 0:
         err.print("every fingerprint is up to date")
         return
+    adopted: list[EquivalenceCheck] = []
     with progress_bar() as progress:
         task = progress.add_task("re-fingerprinting", total=stale)
 
         def on_batch(state: RefingerprintSummary) -> None:
             progress.update(task, completed=state.items)
 
-        summary = run_refingerprint(engine, settings, encoder=encoder, on_batch=on_batch)
-    err.print(f"re-fingerprinted {summary.items} items ({summary.encoded} texts encoded)")
+        summary = run_refingerprint(engine, settings, encoder=encoder, on_batch=on_batch, on_adopt=adopted.append)
+    for check in adopted:
+        err.print(
+            f"adopted the vectors stored under {check.from_model_id} instead of re-encoding them: {check.to_model_id} agrees with them "
+            f"to a min cosine of {check.min_cosine:.5f} over {check.texts} stored texts",
+            highlight=False,
+        )
+    if summary.items or not adopted:
+        err.print(f"re-fingerprinted {summary.items} items ({summary.encoded} texts encoded)")
 
 
 def _run_redecide() -> None:

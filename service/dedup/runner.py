@@ -11,6 +11,10 @@ compares a cheap `IndexState` of the database (`curation.dedup.state`) with the 
 own last run; any difference (another process curated, or ingest changed a decided item) rebuilds
 the index, as does a run that raised. The API's `DedupReader` (`service.dedup.reader`) keeps its
 own, read-only, index under the same rule.
+
+Backend switches: before a run rebuilds its index, and before a re-fingerprint, fingerprints made
+by another backend of the same model are checked for equivalence (`curation.dedup.equivalence`)
+and their vectors adopted when they pass; a pair that failed is not checked again by this process.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from sqlmodel import Session
 
 from curation.dedup.deduplicator import CurationSummary, Deduplicator
 from curation.dedup.embeddings import EmbeddingCache, Encoder
+from curation.dedup.equivalence import EQUIVALENT_COSINE, EquivalenceCheck, adopt_vectors, backend_of, check_equivalence, other_model_ids, same_model
 from curation.dedup.fingerprints import MinHashRecipe
+from curation.dedup.index import MixedRecipeError
 from curation.dedup.redecide import RedecideSummary, changes, reopen
 from curation.dedup.refingerprint import RefingerprintSummary, refingerprint, stale_count
 from curation.dedup.rules import DedupConfig
@@ -42,16 +48,28 @@ from service.dedup.http_backend import admit_encoder
 logger = logging.getLogger("goldenset.curation")
 LOCK_NAME = "curation"
 
+
 class CurationBusy(RuntimeError):
     """Another curation run holds the lock (in this process or another): dedup has one writer."""
 
 
 @dataclass
 class _Runner:
-    """One engine's curation state in this process: a Deduplicator per (encoder, config)."""
+    """One engine's curation state in this process: a Deduplicator per (encoder, config), and the
+    equivalence checks that failed, by (stored model id, current model id)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     deduplicators: dict[tuple[int, DedupConfig], tuple[Encoder, Deduplicator, IndexState | None]] = field(default_factory=dict)
+    refused: dict[tuple[str, str], EquivalenceCheck] = field(default_factory=dict)
+
+
+@dataclass
+class _Switch:
+    """What `_adopt_equivalent_vectors` found: the checks whose vectors it adopted, and those
+    (made now or remembered) that keep the stored vectors out."""
+
+    adopted: list[EquivalenceCheck] = field(default_factory=list)
+    refused: list[EquivalenceCheck] = field(default_factory=list)
 
 
 _runners: weakref.WeakKeyDictionary[Engine, _Runner] = weakref.WeakKeyDictionary()
@@ -132,11 +150,19 @@ def _run_locked(
         # The encoder is kept beside its Deduplicator so that its id is never reused while cached.
         runner.deduplicators[key] = (encoder, deduplicator, None)
         if deduplicator.index is None:
-            deduplicator.load(reader)
+            switch = _adopt_equivalent_vectors(engine, runner, encoder, deduplicator.recipe)
+            if switch.adopted:
+                reader.rollback()  # a fresh snapshot, holding the adopted vectors
+            try:
+                deduplicator.load(reader)
+            except MixedRecipeError as error:
+                if not switch.refused:
+                    raise
+                raise MixedRecipeError(f"{error}. {_refusal(switch.refused)}") from error
     deduplicator.embeddings.encoded = 0  # `encoded` counts this run only
     try:
         # Encoding happens in read sessions; only each batch's decisions hold the write lock.
-        summary = deduplicator.curate_in_steps(lambda: Session(engine), lambda: write_transaction(engine), limit=limit, on_batch=on_batch)
+        summary = deduplicator.curate_in_steps(lambda: Session(engine), lambda: write_transaction(engine), limit=limit, on_batch=on_batch, ahead=True)
     except BaseException:
         deduplicator.index = None  # half a batch may be in it: rebuild from the database next time
         raise
@@ -164,10 +190,13 @@ def run_refingerprint(
     *,
     encoder: Encoder | None = None,
     on_batch: Callable[[RefingerprintSummary], None] | None = None,
+    on_adopt: Callable[[EquivalenceCheck], None] | None = None,
 ) -> RefingerprintSummary:
     """Bring every stored fingerprint to the current recipe and embedding model (see
     `curation.dedup.refingerprint`), under the `curation` lock; raises `CurationBusy` like `run_curation`.
-    Indexes kept by this process are dropped, so the next run rebuilds them."""
+    Vectors of another backend of the same model that pass the equivalence check are adopted
+    first instead of re-encoded (`on_adopt` is told of each adoption), so only what is left
+    stale is recomputed. Indexes kept by this process are dropped, so the next run rebuilds them."""
     runner = _runner(engine)
     if not runner.lock.acquire(blocking=False):
         raise CurationBusy("a curation run is already going in this process")
@@ -180,6 +209,9 @@ def run_refingerprint(
                     return RefingerprintSummary()
                 admit_encoder(reader, settings, encoder)
             runner.deduplicators.clear()
+            for check in _adopt_equivalent_vectors(engine, runner, encoder, recipe).adopted:
+                if on_adopt is not None:
+                    on_adopt(check)
             summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=recipe, embeddings=EmbeddingCache(encoder), on_batch=on_batch)
     except LockBusy as exc:
         raise CurationBusy("another process is curating this database; re-fingerprint when it is done") from exc
@@ -187,6 +219,65 @@ def run_refingerprint(
         runner.lock.release()
     logger.info("re-fingerprinted %s items; %s texts encoded", summary.items, summary.encoded)
     return summary
+
+
+def _adopt_equivalent_vectors(engine: Engine, runner: _Runner, encoder: Encoder, recipe: MinHashRecipe) -> _Switch:
+    """Check each other backend of `encoder`'s model that fingerprints made with `recipe` name
+    (`curation.dedup.equivalence`), unless this process already saw the pair fail, and adopt the
+    vectors of those that pass, each in a transaction of its own. Encodes nothing when no such
+    fingerprint is stored. Call under the `curation` lock, after `admit_encoder`."""
+    switch = _Switch()
+    with Session(engine) as reader:
+        others = [other for other in other_model_ids(reader, recipe=recipe, model_id=encoder.model_id) if same_model(other, encoder.model_id)]
+        checks = []
+        for other in others:
+            remembered = runner.refused.get((other, encoder.model_id))
+            if remembered is not None:
+                switch.refused.append(remembered)
+            else:
+                checks.append(check_equivalence(reader, encoder, other))
+    for check in checks:
+        if not check.equivalent:
+            runner.refused[(check.from_model_id, check.to_model_id)] = check
+            switch.refused.append(check)
+            logger.info(
+                "the vectors stored under %s are not adopted as %s's: min cosine %.5f over %s stored texts (%s needed)",
+                check.from_model_id,
+                check.to_model_id,
+                check.min_cosine,
+                check.texts,
+                EQUIVALENT_COSINE,
+            )
+            continue
+        with write_transaction(engine) as writer:
+            adopt_vectors(writer, check)
+        switch.adopted.append(check)
+        logger.info(
+            "adopted the vectors stored under %s as %s's: min cosine %.5f (mean %.5f) over %s stored texts",
+            check.from_model_id,
+            check.to_model_id,
+            check.min_cosine,
+            check.mean_cosine,
+            check.texts,
+        )
+    return switch
+
+
+def _refusal(checks: list[EquivalenceCheck]) -> str:
+    """Why the stored vectors of another backend were not adopted, and the two ways on."""
+    reasons = []
+    for check in checks:
+        made_by, current = backend_of(check.from_model_id), backend_of(check.to_model_id)
+        measured = (
+            f"the `{current}` backend's vectors agree with them to a min cosine of {check.min_cosine:.5f} over {check.texts} stored texts, below {EQUIVALENT_COSINE}"
+            if check.texts
+            else f"no stored text could be compared with the `{current}` backend's vectors"
+        )
+        reasons.append(
+            f"The vectors stored under {check.from_model_id} were made by the `{made_by}` backend and {measured}: "
+            f"set GOLDENSET_EMBEDDING_BACKEND={made_by} again to keep using them, or run `goldenset curate --refingerprint` to re-encode them with `{current}`"
+        )
+    return " ".join(reasons)
 
 
 def run_redecide(
@@ -263,5 +354,3 @@ class CurationTrigger:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-

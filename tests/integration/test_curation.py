@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -15,13 +18,15 @@ from sqlmodel import Session, col, select
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.index import MixedRecipeError, SimilarityIndex
 from ingest.mapping import load_mapping
-from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint
+from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
+from service.core.db import make_engine, write_transaction
 from service.core.locks import exclusive
 from service.core.settings import Settings
 from service.dedup.encoder import get_encoder
 from service.dedup.runner import CurationBusy, run_curation
 from service.scheduler import CURATE_JOB_ID, GoldensetScheduler
+from tests.conftest import new_database
 from tests.dedup_support import KEV_MAPPING, CountingEncoder, MemoEncoder, hadoop_reports, ingest, planted
 
 REPORT_COUNT = 60
@@ -273,3 +278,37 @@ def test_ingest_can_write_while_curation_encodes(engine: Engine, settings: Setti
     assert len(results) == 1 and getattr(results[0], "decided", 0) >= 4
     with Session(engine) as session:
         assert {item.status for item in session.exec(select(Item))} <= {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value}
+
+
+def test_batches_prepared_ahead_decide_as_batches_prepared_in_turn(
+    engine: Engine, request: pytest.FixtureRequest, tmp_path: Path, settings: Settings, encoder: MemoEncoder
+) -> None:
+    """Small batches, so planted copies and their originals fall in different batches, and some
+    copies are prepared while the batch holding their original is still being decided."""
+    reports = hadoop_reports(REPORT_COUNT)
+    plants = planted(reports)
+    records = [*reports, plants["exact"], plants["near"], plants["paraphrase"], plants["earlier"]]
+    config = replace(settings.dedup_config(), batch_size=7)
+    outcomes = []
+    folder = tmp_path / "ahead"
+    folder.mkdir()
+    with new_database(request.node.callspec.params["database_url"], request.getfixturevalue("_templates"), folder) as other_url:
+        other = make_engine(other_url)
+        try:
+            for target, ahead in ((engine, False), (other, True)):
+                ingest(target, "hadoop", records)
+                counting = CountingEncoder(encoder)
+                deduplicator = Deduplicator(encoder=counting, config=config)
+                summary = deduplicator.curate_in_steps(partial(Session, target), partial(write_transaction, target), ahead=ahead)
+                with Session(target) as session:
+                    ids = {item.id: item.external_id for item in session.exec(select(Item))}
+                    decided = {item.external_id: (item.status, ids.get(item.duplicate_of)) for item in session.exec(select(Item))}
+                    decisions = len(session.exec(select(DedupDecision)).all())
+                    stored = len(session.exec(select(Embedding)).all())
+                outcomes.append((summary.decided, decided, decisions, sorted(counting.texts), stored))
+        finally:
+            other.dispose()
+    in_turn, ahead_of_time = outcomes
+    assert in_turn[0] == len(records) and in_turn[1][plants["exact"]["id"]] == (ItemStatus.DUPLICATE.value, plants["exact"]["of"])
+    assert ahead_of_time == in_turn, "same decisions, the same texts encoded once each, the same vectors stored"
+    assert len(set(in_turn[3])) == len(in_turn[3])

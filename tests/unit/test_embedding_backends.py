@@ -4,6 +4,9 @@ cache's places and its reuse, length-aware batching and pooling, and the setting
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, get_args
 
@@ -74,7 +77,8 @@ def test_an_export_is_made_once_beside_the_model_and_then_reused(model_folder: P
     assert sorted(path.name for path in folder.iterdir()) == ["export.json", "model.onnx"]
     again, made_again = ensure_export(model_folder, "onnx-int8", cache_dir=cache)
     assert (again, made_again) == (folder, False) and len(builds) == 1
-    assert not cache.exists() and not any(path.name.startswith(".") for path in folder.parent.iterdir())
+    leftovers = [path.name for path in folder.parent.iterdir() if path.name.startswith(".") and not path.name.endswith(".lock")]
+    assert not cache.exists() and not leftovers, "no staging folder is left behind"
     assert model_id_of(model_folder) == backend_model_id(model_folder, "torch"), "an export never changes the model folder's id"
 
 
@@ -95,21 +99,27 @@ def test_a_changed_model_is_exported_again(model_folder: Path, tmp_path: Path, b
     assert made and second != first and len(builds) == 2
 
 
-def test_an_export_published_first_by_another_process_is_used(model_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_concurrent_loads_wait_for_one_export(model_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
-    theirs = export_roots(model_folder, cache)[0] / backends.export_name(model_folder, "onnx")
+    building = threading.Event()
+    made: list[Path] = []
 
     def build(model_path: Path, backend: str, folder: Path) -> dict[str, Any]:
-        theirs.mkdir(parents=True)
-        (theirs / "model.onnx").write_bytes(b"theirs")
-        (theirs / "export.json").write_text("{}")
-        (folder / "model.onnx").write_bytes(b"ours")
+        building.set()
+        time.sleep(0.5)  # the second load arrives while this one is exporting
+        made.append(folder)
+        (folder / "model.onnx").write_bytes(b"graph")
         return {}
 
     monkeypatch.setattr(backends, "_build", build)
-    assert ensure_export(model_folder, "onnx", cache_dir=cache) == (theirs, False)
-    assert (theirs / "model.onnx").read_bytes() == b"theirs"
-    assert [path.name for path in theirs.parent.iterdir()] == [theirs.name]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(ensure_export, model_folder, "onnx", cache_dir=cache)
+        assert building.wait(10)
+        second = pool.submit(ensure_export, model_folder, "onnx", cache_dir=cache)
+        results = [first.result(timeout=30), second.result(timeout=30)]
+    folder = export_roots(model_folder, cache)[0] / backends.export_name(model_folder, "onnx")
+    assert results == [(folder, True), (folder, False)] and len(made) == 1
+    assert [path.name for path in folder.parent.iterdir() if not path.name.endswith(".lock")] == [folder.name]
 
 
 def test_the_torch_backend_has_no_export(model_folder: Path, tmp_path: Path) -> None:
