@@ -80,17 +80,23 @@ class RedactionResult:
 
 
 _MAX_PASSES = 4
+_MEMO_LENGTH = 256
+_MEMO_ENTRIES = 8192
 
 
 class Redactor:
     """Replaces secrets, e-mail addresses and IP addresses with typed placeholders.
 
-    Stateless apart from its policy; patterns are compiled at import, so constructing one is
-    cheap and a single instance may be shared across threads.
+    Holds its policy and a memory of the results for short values (a pure function of the text
+    under the policy); patterns are compiled at import, so constructing one is cheap, and a single
+    instance may be shared across threads (the memory is read and written an entry at a time).
     """
 
     def __init__(self, policy: RedactionPolicy | None = None) -> None:
         self._policy = policy if policy is not None else RedactionPolicy()
+        # Short values recur across a source's records (components, statuses, names): their
+        # results are remembered, up to `_MEMO_ENTRIES` of them, per redactor.
+        self._memo: dict[str, RedactionResult] = {}
 
     @property
     def policy(self) -> RedactionPolicy:
@@ -104,7 +110,11 @@ class Redactor:
         already present are left alone. The result is a fixed point, so redacting it again
         changes nothing (short of adversarial input needing more than a few passes).
         """
+        short = len(text) <= _MEMO_LENGTH
+        if short and (known := self._memo.get(text)) is not None:
+            return RedactionResult(text=known.text, counts=dict(known.counts))
         counts: dict[str, int] = {}
+        original = text
         # A match refused because of its neighbour (a "(?!\w)" in a detect-secrets pattern, an
         # e-mail's TLD running on) can become acceptable once the neighbour is a placeholder;
         # passing again until nothing changes is what makes the result a fixed point.
@@ -113,6 +123,10 @@ class Redactor:
             text = self._redact_once(text, counts)
             if sum(counts.values()) == replaced:
                 break
+        if short:
+            if len(self._memo) >= _MEMO_ENTRIES:
+                self._memo.clear()
+            self._memo[original] = RedactionResult(text=text, counts=dict(counts))
         return RedactionResult(text=text, counts=counts)
 
     def _redact_once(self, text: str, counts: dict[str, int]) -> str:

@@ -366,3 +366,15 @@ def test_all_hadoop_reports_are_fast(redactor: Redactor) -> None:
         redactor.redact(text)
     # About 0.3 s on one core for ~2.5 MB; the bound only catches a pathological regression.
     assert time.perf_counter() - started < 5.0
+
+
+def test_a_remembered_short_value_gives_the_same_result_and_its_counts_are_the_callers() -> None:
+    redactor = Redactor()
+    text = "ping ops@example.com from 10.0.0.7"
+    first = redactor.redact(text)
+    first.counts["EMAIL"] = 99  # a caller adding to its result must not change the next one
+    second = redactor.redact(text)
+    assert second.text == first.text == "ping <EMAIL> from <IPV4>"
+    assert second.counts == {"EMAIL": 1, "IPV4": 1}
+    long_text = "x " * 200 + text
+    assert redactor.redact(long_text).counts == {"EMAIL": 1, "IPV4": 1}
