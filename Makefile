@@ -25,6 +25,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The default embedding backend's export, made once from the bundled weights (offline).
+	HF_HUB_OFFLINE=1 $(BIN)/python -c "from curation.dedup.backends import DEFAULT_BACKEND, load_encoder; load_encoder(None, DEFAULT_BACKEND)"
 	touch $@
 
 # The web UI tests drive Debian's Chromium through Playwright (Playwright's own browser download
