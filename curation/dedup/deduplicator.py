@@ -198,8 +198,6 @@ class Deduplicator:
                 summary.encoded = self.embeddings.encoded - encoded_before
                 if on_batch is not None:
                     on_batch(summary)
-            if upcoming is not None:
-                upcoming.cancel()
         return summary
 
     def _pending(self, session: Session, size: int, *, exclude: Sequence[int] = ()) -> list[Item]:
@@ -254,12 +252,13 @@ class Deduplicator:
         assert self.index is not None
         # A text prepared to share an exact copy's vectors, whose copy was not indexed after all
         # (prepared ahead of a batch that left it pending), is encoded now.
-        seen = set(self.index.by_hash)
+        in_batch: set[str] = set()
         orphans = []
         for candidate in prepared.candidates:
-            if candidate.body is None and candidate.item.content_hash not in seen:
+            hashed = candidate.item.content_hash
+            if candidate.body is None and hashed not in self.index.by_hash and hashed not in in_batch:
                 orphans.append(candidate)
-            seen.add(candidate.item.content_hash)
+            in_batch.add(hashed)
         # Vectors the batch decided before this one stored meanwhile are skipped.
         store_embeddings(session, [*prepared.embeddings, *self._embed(session, orphans)], skip_stored=True)
         ids = [candidate.item.id for candidate in prepared.candidates]
