@@ -49,8 +49,9 @@ _MASKS: list[tuple[re.Pattern[str], str, tuple[str, ...] | re.Pattern[str]]] = [
     (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), " <hex> ", ("0x", "0X")),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.IGNORECASE), " <hex> ", ()),
     # Host names generated from an address or a serial: 61-220-159-99.hinet-ip.hinet.net, n219076184117.netvigator.com
-    (re.compile(r"\b(?=(?:[a-z-]*\d){4})[a-z0-9-]+(?:\.[a-z][a-z0-9-]*){2,}\b", re.IGNORECASE), " <host> ", (".",)),
-    (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 ", (".",)),  # host-12.example.com
+    # (its first label holds the digits, so a digit runs on to a dot and a letter)
+    (re.compile(r"\b(?=(?:[a-z-]*\d){4})[a-z0-9-]+(?:\.[a-z][a-z0-9-]*){2,}\b", re.IGNORECASE), " <host> ", re.compile(r"\d[a-z0-9-]*\.[a-z]", re.IGNORECASE)),
+    (re.compile(r"\b([a-z][a-z-]*?)[-_]?\d+((?:\.[a-z][a-z0-9-]*)+)\b", re.IGNORECASE), r" \1<n>\2 ", re.compile(r"\d\.[a-z]", re.IGNORECASE)),  # host-12.example.com
     (re.compile(r"\b([a-z]+[-_]?)-?\d+\b", re.IGNORECASE), r"\1<n>", ()),  # node12, worker-3, blk_-123
     (re.compile(r"[-+]?\d+(?:[.,]\d+)*"), " <n> ", ()),
 ]

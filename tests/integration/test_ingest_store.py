@@ -82,6 +82,13 @@ def test_same_external_id_twice_in_one_batch_is_one_item(session: Session) -> No
     summary = ingest_records(session=session, source=source, records=list(iter_jsonl(_jsonl(records))), mapping=NATIVE_MAPPING, actor="test")
     assert (summary.new, summary.updated) == (1, 1)
     assert session.exec(select(Item.input)).one() == "second"
+    # The change within the batch is a revision like any other, and a repeat changes nothing.
+    assert [revision.previous["input"] for revision in session.exec(select(ItemRevision))] == ["first"]
+    again = [{"external_id": "B", "occurred_at": "2024-01-02", "input": "same"}] * 2
+    repeated = ingest_records(session=session, source=source, records=list(iter_jsonl(_jsonl(again))), mapping=NATIVE_MAPPING, actor="test")
+    assert (repeated.new, repeated.unchanged, repeated.updated) == (1, 1, 0)
+    stored = session.exec(select(Item).where(Item.external_id == "B")).one()
+    assert (stored.revision, stored.status, stored.occurred_at.tzinfo is not None) == (1, ItemStatus.CANDIDATE.value, True)
 
 
 def test_one_hundred_records_with_three_broken_stores_97(session: Session) -> None:
