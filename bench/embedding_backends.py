@@ -17,7 +17,10 @@ the first time, timed apart; later runs reuse the cached export):
 A configuration meets the targets at >= 3x torch's items/s, recall@5 (both) at most 0.01 below
 torch's, and >= 98% of decisions agreeing.
 
-Usage: .venv/bin/python bench/embedding_backends.py [--reports 1000] [--configs torch:256,onnx:256,...] [--cache-dir DIR] [--json FILE]
+With `--speed-only`, only items/s and the cosines to PyTorch fp32 (a few minutes instead of the
+quality measure's several minutes per configuration).
+
+Usage: .venv/bin/python bench/embedding_backends.py [--reports 1000] [--configs torch:256,onnx:256,...] [--speed-only] [--cache-dir DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="Timed passes per configuration, taken in turn; the fastest counts.")
     parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="backend:max_seq_length, comma-separated; torch:256 is always measured.")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="Exports go here where the model's folder is not writable.")
+    parser.add_argument("--speed-only", action="store_true", help="Time and compare vectors only; skip recall and decisions.")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
@@ -191,6 +195,15 @@ def main() -> None:
         rows[config]["norm_error"] = float(np.abs(np.linalg.norm(vectors, axis=1) - 1).max())
         print(f"timed {config}: {rows[config]['items_per_s']} reports/s", flush=True)
     reference = rows[REFERENCE]
+    if args.speed_only:
+        for config in configs:
+            cosines = np.sum(rows[config]["vectors"] * reference["vectors"], axis=1)
+            speedup = rows[config]["items_per_s"] / reference["items_per_s"]
+            rows[config].update(speedup=round(speedup, 2), cosine_mean=round(float(cosines.mean()), 4), cosine_worst=round(float(cosines.min()), 4))
+            print(f"| {config} | {rows[config]['items_per_s']:.1f} | {speedup:.2f} | {cosines.mean():.4f} | {cosines.min():.4f} |")
+        figures = [{key: value for key, value in row.items() if key != "vectors"} for row in rows.values()]
+        print(json.dumps(figures, indent=1))
+        return
     for config in configs:
         rows[config].update(quality(config, encoders.pop(config), texts, rows[config]["vectors"], workdir))
         gc.collect()

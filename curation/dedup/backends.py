@@ -51,8 +51,8 @@ ARTEFACTS: dict[str, tuple[str, ...]] = {
 RECORD = "export.json"
 # How long a process waits for another one's export of the same backend (they take about a minute).
 EXPORT_WAIT_SECONDS = 900
-DEFAULT_BATCH_TOKENS = 8192
-DEFAULT_BATCH_SIZE = 128
+DEFAULT_BATCH_TOKENS = 1024
+DEFAULT_BATCH_SIZE = 64
 PAD_MULTIPLE = 8
 
 Runner = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]], NDArray[np.float32]]
