@@ -32,7 +32,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 from numpy.typing import NDArray
 
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Encoder, SentenceTransformerEncoder, Vectors, _model_folder, model_dim_of, model_id_of
+from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_folder, model_id_of
 
 logger = logging.getLogger("goldenset.embeddings")
 
@@ -304,7 +304,7 @@ class ExportedEncoder:
         self.backend = check_backend(backend)
         if max_seq_length < 8:
             raise ValueError(f"max_seq_length must be at least 8 tokens, not {max_seq_length}")
-        model_path = _model_folder(path)
+        model_path = model_folder(path)
         _check_mean_pooled(model_path)
         self.folder, self.exported = ensure_export(model_path, self.backend, cache_dir=cache_dir)
         self._tokenizer = load_tokenizer(model_path, max_seq_length)

