@@ -138,11 +138,16 @@ def quality(config: str, encoder: Encoder, texts: list[str], vectors: np.ndarray
     }
 
 
-def compare(row: dict[str, Any], reference: dict[str, Any]) -> None:
-    """Add `row`'s figures against the reference's (PyTorch fp32 at 256 tokens)."""
+def compare_speed(row: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Add `row`'s speed-up and cosines against the reference's (PyTorch fp32 at 256 tokens)."""
     cosines = np.sum(row["vectors"] * reference["vectors"], axis=1)
     row.update(cosine_mean=round(float(cosines.mean()), 4), cosine_worst=round(float(cosines.min()), 4))
     row["speedup"] = round(row["items_per_s"] / reference["items_per_s"], 2)
+
+
+def compare(row: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Add `row`'s figures against the reference's: `compare_speed`'s, decisions and recall."""
+    compare_speed(row, reference)
     same = sum(row["decisions"].get(key) == value for key, value in reference["decisions"].items())
     row["agreement"] = round(same / len(reference["decisions"]), 4)
     row["changed"] = sorted(key for key, value in reference["decisions"].items() if row["decisions"].get(key) != value)[:20]
@@ -197,10 +202,9 @@ def main() -> None:
     reference = rows[REFERENCE]
     if args.speed_only:
         for config in configs:
-            cosines = np.sum(rows[config]["vectors"] * reference["vectors"], axis=1)
-            speedup = rows[config]["items_per_s"] / reference["items_per_s"]
-            rows[config].update(speedup=round(speedup, 2), cosine_mean=round(float(cosines.mean()), 4), cosine_worst=round(float(cosines.min()), 4))
-            print(f"| {config} | {rows[config]['items_per_s']:.1f} | {speedup:.2f} | {cosines.mean():.4f} | {cosines.min():.4f} |")
+            row = rows[config]
+            compare_speed(row, reference)
+            print(f"| {config} | {row['items_per_s']:.1f} | {row['speedup']:.2f} | {row['cosine_mean']:.4f} | {row['cosine_worst']:.4f} |")
         figures = [{key: value for key, value in row.items() if key != "vectors"} for row in rows.values()]
         print(json.dumps(figures, indent=1))
         return

@@ -268,18 +268,10 @@ class ItemWriter:
     def _upsert(self, record: MappedRecord, existing: dict[str, Item], pending: dict[str, dict[str, Any]], now: datetime) -> str:
         """Apply `record`: a new item becomes a row in `pending` (inserted by the caller), a stored
         one in `existing` is updated in the session. A second record of an id new in this chunk
-        finds its row in `pending`."""
+        (rare) stores the pending rows first and is applied to the stored item like any other."""
         digest = record_digest(record)
         fingerprint = content_hash(record.title, record.input, record.reference)
-        row = pending.get(record.external_id)
-        if row is not None:
-            if is_older(record.version, row["source_version"]):
-                return "stale"
-            if row["record_digest"] == digest:
-                if record.version is not None:
-                    row["source_version"] = record.version
-                return "unchanged"
-            # Changed within the chunk: stored first, so the change is a revision like any other.
+        if record.external_id in pending:
             self._insert(pending)
             existing.update(self._existing([record.external_id]))
         item = existing.get(record.external_id)
