@@ -43,6 +43,18 @@ STEM = "bench"
 THRESHOLDS = sorted({value for name, value in vars(DedupConfig()).items() if name.endswith("threshold") and isinstance(value, float)})
 
 
+def real_texts() -> list[tuple[str, str]]:
+    """(title, input) of every GitBugs report and KEV record, in that order."""
+    texts: list[tuple[str, str]] = []
+    with (DATA / "gitbugs_hadoop" / "reports.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            report = json.loads(line)
+            texts.append((report["title"] or "", report["description"] or ""))
+    for record in json.loads((DATA / "cisa_kev" / "known_exploited_vulnerabilities.json").read_text(encoding="utf-8"))["vulnerabilities"]:
+        texts.append((f"{record['vendorProject']} {record['product']}: {record['vulnerabilityName']}", f"{record['shortDescription']}\n{record['requiredAction']}"))
+    return texts
+
+
 def real_vectors(cache: Path) -> tuple[np.ndarray, np.ndarray]:
     """Body and title vectors of every GitBugs report and KEV record, from the cache or the model."""
     from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, model_id_of, title_text
@@ -52,13 +64,7 @@ def real_vectors(cache: Path) -> tuple[np.ndarray, np.ndarray]:
         stored = np.load(cache, allow_pickle=False)
         if str(stored["model_id"]) == model_id:
             return stored["body"], stored["title"]
-    texts: list[tuple[str, str]] = []
-    with (DATA / "gitbugs_hadoop" / "reports.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            report = json.loads(line)
-            texts.append((report["title"] or "", report["description"] or ""))
-    for record in json.loads((DATA / "cisa_kev" / "known_exploited_vulnerabilities.json").read_text(encoding="utf-8"))["vulnerabilities"]:
-        texts.append((f"{record['vendorProject']} {record['product']}: {record['vulnerabilityName']}", f"{record['shortDescription']}\n{record['requiredAction']}"))
+    texts = real_texts()
     encoder = SentenceTransformerEncoder()
     started = time.perf_counter()
     body = encoder.encode([body_text(title, text) for title, text in texts])

@@ -34,8 +34,9 @@ def database(path: Path, *, fresh_decisions: bool = False) -> Engine:
     return engine
 
 
-def ingest(engine: Engine, source_name: str, records: list[dict[str, Any]], mapping: dict[str, Any] | Mapping) -> None:
-    """Store `records` into a source (created if new) through the normal ingest path."""
+def ingest(engine: Engine, source_name: str, records: list[dict[str, Any]], mapping: dict[str, Any] | Mapping, *, workers: int = 1) -> None:
+    """Store `records` into a source (created if new) through the normal ingest path (`workers`
+    processes preparing records, as `goldenset ingest` does for a large file)."""
     parsed = mapping if isinstance(mapping, Mapping) else parse_mapping(mapping)
     with write_session(engine) as session:
         source = session.exec(select(Source).where(Source.name == source_name)).first()
@@ -43,7 +44,8 @@ def ingest(engine: Engine, source_name: str, records: list[dict[str, Any]], mapp
             source = Source(name=source_name, kind="file", mapping=parsed.model_dump(mode="json", exclude_defaults=True))
             session.add(source)
             session.commit()
-        ingest_records(session=session, source=source, records=[RawRecord(i, f"index {i}", value=r) for i, r in enumerate(records)], mapping=parsed, actor="bench")
+        raw = [RawRecord(i, f"index {i}", value=r) for i, r in enumerate(records)]
+        ingest_records(session=session, source=source, records=raw, mapping=parsed, actor="bench", workers=workers)
 
 
 def session(engine: Engine) -> Session:

@@ -45,6 +45,7 @@ from curation.dedup.fingerprints import from_bytes
 from curation.dedup.index import IndexedItem, SimilarityIndex
 from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.similarity import rank_similar
+from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
@@ -100,7 +101,7 @@ def pair_verdict(loaded: Loaded, dedup: Deduplicator, db: Any, later: str, earli
     a, b = loaded.items[later], loaded.items[earlier]
     assert b.id is not None
     index = SimilarityIndex(recipe=dedup.recipe, model_id=dedup.encoder.model_id, dim=dedup.encoder.dim, lsh_threshold=dedup._lsh_threshold())
-    entry = IndexedItem(b.id, b.occurred_at.timestamp(), b.content_hash, b.identity_key, b.id, ItemStatus.UNIQUE.value, "b", "t")
+    entry = IndexedItem(b.id, b.occurred_at.timestamp(), b.content_hash, identity_digest(b.identity_key), b.id, ItemStatus.UNIQUE.value, "b", "t")
     index.add([(entry, loaded.sketch[earlier], *loaded.vectors[earlier])])
     dedup.index = index
     return dedup.judge(a, loaded.sketch[later], *loaded.vectors[later], facts=dedup.facts(db))

@@ -1,8 +1,11 @@
 """Dedup throughput, measured in one run on this machine. Prints figures; not a test.
 
 1. records/s of ingest alone (mapping, redaction, fingerprint hash, inserts; no curation) of N
-   unique real reports into SQLite; items/s of ingest + curate on them, divided by items/s of
-   bare `model.encode` of the same texts (the pipeline's body and title texts), in the same run;
+   unique real reports into SQLite; and, as `goldenset ingest` takes a large file, of
+   `--file-records` distinct records (the reports again under other ids, each text changed) in a
+   fresh process, prepared here and in one worker process per core; items/s of ingest + curate on
+   the N reports, divided by items/s of bare `model.encode` of the same texts (the pipeline's body
+   and title texts), in the same run;
 2. encoder calls when a share of the items are exact duplicates (they must cost none);
 3. a second ingest + curate over unchanged data, as a share of the first run's time;
 4. index rebuild time and memory per item at 10k and 100k stored items (synthetic texts).
@@ -11,7 +14,8 @@ With `--device cuda` (a GPU machine), encoding uses the backfill encoder (length
 batches, the tokenizer running ahead in a thread) and the plain `model.encode` on the same device
 is timed beside it.
 
-On the CPU, `--backend` picks the encoder (`curation.dedup.backends`; default: the service's default).
+On the CPU, `--backend` picks the encoder (`curation.dedup.backends`; default: `auto`, the one
+the service picks on this machine for a new pool).
 
 Usage: .venv/bin/python bench/throughput.py [--reports 1000] [--sizes 10000,100000] [--backend torch] [--device cuda]
 """
@@ -23,6 +27,7 @@ import json
 import random
 import re
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,13 +40,15 @@ from sqlmodel import Session
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT, database, ingest, session
-from curation.dedup.backends import BACKENDS, DEFAULT_BACKEND, load_encoder
+from curation.dedup.backend_choice import machine_choice
+from curation.dedup.backends import BACKENDS, load_encoder
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors, body_text, text_hash
 from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.pipelined import PipelinedEncoder
 from ingest.mapping import load_mapping
+from ingest.preparing import usable_cores
 from schemas.common import utcnow
 from schemas.dedup import Embedding, ItemFingerprint
 from schemas.item import Item
@@ -67,6 +74,30 @@ def pipeline(workdir: Path, name: str, records: list[dict[str, object]], encoder
     dedup = Deduplicator(encoder=encoder)
     dedup.curate_in_steps(lambda: Session(engine), lambda: write_transaction(engine), ahead=True)
     return time.perf_counter() - started
+
+
+def file_ingest(count: int, workers: int) -> float:
+    """records/s of a fresh process storing `count` distinct records as `goldenset ingest` stores a
+    file (`workers` processes preparing records), into a new SQLite database."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from bench.throughput import _file_ingest_child; _file_ingest_child(int(sys.argv[2]), int(sys.argv[3]))"
+    )
+    child = subprocess.run([sys.executable, "-c", code, str(ROOT), str(count), str(workers)], capture_output=True, text=True, check=True)  # noqa: S603 (this interpreter)
+    return float(child.stdout.strip().splitlines()[-1])
+
+
+def _file_ingest_child(count: int, workers: int) -> None:
+    reports = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "reports.jsonl").read_text().splitlines()]
+    records = [
+        {**report, "id": f"{copy}-{report['id']}", "description": f"{report.get('description') or ''} (copy {copy})"}
+        for copy in range(count // len(reports) + 1)
+        for report in reports
+    ][:count]
+    engine = database(Path(tempfile.mkdtemp(prefix="goldenset-file-ingest-")) / "ingest.db")
+    started = time.perf_counter()
+    ingest(engine, "file", records, load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml"), workers=workers)
+    print(round(count / (time.perf_counter() - started), 1))
 
 
 def rebuild(workdir: Path, size: int, dim: int) -> dict[str, float]:
@@ -122,14 +153,16 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=1000)
     parser.add_argument("--duplicate-share", type=float, default=0.3)
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--file-records", type=int, default=20_000, help="records of the large-file ingest measure (0: skip it)")
     parser.add_argument("--device", default="cpu", help="cpu, or a CUDA device (cuda, cuda:1): encode with the backfill encoder, fp16, tokenizer ahead")
-    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="the CPU encoder's backend")
+    parser.add_argument("--backend", default="auto", choices=["auto", *BACKENDS], help="the CPU encoder's backend (auto: this machine's, as the service picks it for a new pool)")
     parser.add_argument("--batch-size", type=int, default=256, help="texts per forward pass on a CUDA device")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="goldenset-throughput-"))
     reports = [json.loads(line) for line in (DATA / "gitbugs_hadoop" / "reports.jsonl").read_text().splitlines()][: args.reports]
-    inner: Encoder = load_encoder(None, args.backend) if args.device == "cpu" else PipelinedEncoder(device=args.device, batch_size=args.batch_size)
-    figures: dict[str, object] = {"model": inner.model_id, "device": args.device, "backend": args.backend if args.device == "cpu" else "torch", "reports": len(reports)}
+    backend = machine_choice() if args.backend == "auto" else args.backend
+    inner: Encoder = load_encoder(None, backend) if args.device == "cpu" else PipelinedEncoder(device=args.device, batch_size=args.batch_size)
+    figures: dict[str, object] = {"model": inner.model_id, "device": args.device, "backend": backend if args.device == "cpu" else "torch", "reports": len(reports)}
 
     texts = [body_text(r["title"], f"{r['title']}\n\n{r.get('description') or ''}".strip()) for r in reports] + [r["title"] for r in reports]
     if args.device != "cpu":
@@ -149,6 +182,11 @@ def main() -> None:
     started = time.perf_counter()
     ingest(engine, "alone", reports, load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml"))
     figures["ingest_alone_records_per_s"] = round(len(reports) / (time.perf_counter() - started), 1)
+    if args.file_records:
+        figures["file_ingest_records"] = args.file_records
+        figures["file_ingest_records_per_s"] = file_ingest(args.file_records, 1)
+        figures["file_ingest_workers"] = usable_cores()
+        figures["file_ingest_parallel_records_per_s"] = file_ingest(args.file_records, usable_cores())
     encoder = CountingEncoder(inner)
     first = pipeline(workdir, "unique", reports, encoder)
     figures["bare_encode_items_per_s"] = round(len(reports) / bare, 1)

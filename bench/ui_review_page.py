@@ -73,7 +73,7 @@ from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.dedup.rules import DedupConfig
 from ingest.mapping import CompiledMapping, load_mapping
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text
-from ingest.store import record_digest
+from ingest.preparing import record_digest
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.dedup import DedupDecision, ItemFingerprint

@@ -46,6 +46,10 @@ class RecordRejected(ValueError):
         self.detail = detail
         self.external_id = external_id
 
+    def __reduce__(self) -> tuple[type[RecordRejected], tuple[str, str, str | None]]:
+        # Rebuilt whole when it crosses to or from a worker process (`ingest.preparing`).
+        return (RecordRejected, (self.reason, self.detail, self.external_id))
+
 
 def _is_template(spec: str) -> bool:
     return any(marker in spec for marker in _TEMPLATE_MARKERS)

@@ -17,10 +17,9 @@ and its text, when it differs from what the source last said, is kept beside the
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from itertools import islice
 from typing import Any
@@ -30,10 +29,11 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, col, select
 
 from ingest.mapping import CompiledMapping, MappedRecord, RecordRejected
-from ingest.normalisation import NORMALISATION_VERSION, content_hash
+from ingest.normalisation import NORMALISATION_VERSION
+from ingest.preparing import ParallelPreparer, PreparedChunk, PreparedRecord, RecordPreparer
 from ingest.readers import RawRecord
 from ingest.redaction.redactor import Redactor
-from ingest.sanity import check_structure, check_values, printable
+from ingest.sanity import printable
 from ingest.versions import is_older
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
@@ -42,6 +42,8 @@ from schemas.problem import IngestSummary, RecordError
 from schemas.source import Source
 
 CHUNK_SIZE = 500
+# Fewer records than this are prepared in this process: starting worker processes costs about a second.
+PARALLEL_FROM = 5_000
 logger = logging.getLogger("goldenset.ingest")
 # Statuses a content change sends back to curation; rejected and retired items keep their status.
 _RECURATE_ON_CHANGE = {
@@ -54,46 +56,6 @@ _RECURATE_ON_CHANGE = {
 
 ProgressCallback = Callable[[int], None]
 _DETAIL_SHOWN = 500
-
-
-def record_digest(record: MappedRecord) -> str:
-    """sha256 over the canonical JSON of everything an item stores from its record."""
-    payload = {
-        "external_id": record.external_id,
-        "occurred_at": record.occurred_at.isoformat(),
-        "title": record.title,
-        "input": record.input,
-        "reference": record.reference,
-        "metadata": record.metadata,
-        "tags": record.tags,
-        "identity": record.identity,
-    }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def _redact(record: MappedRecord, redactor: Redactor, counts: dict[str, int]) -> MappedRecord:
-    texts: dict[str, str] = {}
-    for name in ("title", "input", "reference"):
-        result = redactor.redact(getattr(record, name))
-        texts[name] = result.text
-        for kind, number in result.counts.items():
-            counts[kind] = counts.get(kind, 0) + number
-    metadata, metadata_counts = redactor.redact_value(record.metadata)
-    for kind, number in metadata_counts.items():
-        counts[kind] = counts.get(kind, 0) + number
-    assert isinstance(metadata, dict)
-    return MappedRecord(
-        external_id=record.external_id,
-        occurred_at=record.occurred_at,
-        title=texts["title"],
-        input=texts["input"],
-        reference=texts["reference"],
-        metadata=metadata,
-        tags=record.tags,
-        identity=record.identity,
-        version=record.version,
-    )
 
 
 def _proposed(record: MappedRecord, status: str) -> dict[str, Any]:
@@ -111,6 +73,11 @@ def _proposed(record: MappedRecord, status: str) -> dict[str, Any]:
 
 def _text(content: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(content.get(name) for name in EDITED_FIELDS)
+
+
+def _record(prepared: PreparedRecord) -> MappedRecord:
+    assert prepared.record is not None, "a rejected record is never stored"
+    return prepared.record
 
 
 def _chunks(records: Iterable[RawRecord], size: int) -> Iterator[list[RawRecord]]:
@@ -133,6 +100,7 @@ class ItemWriter:
         mapping: CompiledMapping,
         redactor: Redactor | None = None,
         now: Callable[[], datetime] = utcnow,
+        workers: int = 1,
     ) -> None:
         if source.id is None:
             raise ValueError("the source must be saved before items are written to it")
@@ -140,26 +108,38 @@ class ItemWriter:
         self.source = source
         self.source_id: int = source.id
         self.mapping = mapping
-        self.redactor = redactor or Redactor(mapping.mapping.redact)
+        self.preparer = RecordPreparer(mapping, redactor)
         self.now = now
+        # Worker processes redact with the mapping's own policy: a redactor given here keeps the work here.
+        self.workers = workers if redactor is None else 1
         self.summary = IngestSummary(source=source.name)
         # A public reference corpus is matched against, never curated into an eval.
         self.initial_status = ItemStatus.REFERENCE.value if source.kind == "reference" else ItemStatus.CANDIDATE.value
 
     def write(self, records: Iterable[RawRecord], *, on_progress: ProgressCallback | None = None) -> IngestSummary:
-        """Map, redact and upsert `records`, committing every `CHUNK_SIZE`; returns the running summary."""
-        for chunk in _chunks(records, CHUNK_SIZE):
-            self.stage(chunk)
-            self.session.commit()
-            if on_progress is not None:
-                on_progress(len(chunk))
+        """Prepare and upsert `records`, committing every `CHUNK_SIZE`; returns the running summary.
+
+        With `workers` above 1 and more than `PARALLEL_FROM` records (a sequence), chunks are
+        prepared (mapped, redacted, digested) in that many worker processes while earlier ones are
+        stored: the same items, in the same order, as preparing them here."""
+        sized = records if isinstance(records, Sequence) else None
+        parallel = self.workers > 1 and sized is not None and len(sized) >= PARALLEL_FROM
+        now = self.now()
+        with ParallelPreparer(self.mapping.mapping, self.workers) if parallel else nullcontext() as pool:
+            preparer = pool if pool is not None else self.preparer
+            for chunk in preparer.prepare_all(_chunks(records, CHUNK_SIZE), now):
+                self._write_chunk(chunk, now)
+                self.session.commit()
+                if on_progress is not None:
+                    on_progress(len(chunk.records))
         return self.summary
 
     def stage(self, records: Iterable[RawRecord]) -> None:
-        """Map, redact and upsert `records` in the session without committing, so the caller can
+        """Prepare and upsert `records` in the session without committing, so the caller can
         commit them together with other state (a pull's cursor)."""
+        now = self.now()
         for chunk in _chunks(records, CHUNK_SIZE):
-            self._write_chunk(chunk)
+            self._write_chunk(self.preparer.prepare(chunk, now), now)
 
     def reject(self, raw: RawRecord, error: RecordRejected) -> None:
         """Count `raw` as rejected for `error` (its detail and id made safe to show and encode)."""
@@ -177,39 +157,24 @@ class ItemWriter:
             )
         )
 
-    def _map(self, raw: RawRecord, now: datetime) -> MappedRecord:
-        """`raw` checked, mapped, checked again and redacted; raises `RecordRejected`."""
-        if raw.error is not None:
-            raise raw.error
-        # The raw record first: a mapping walks it and its templates render it, which a record
-        # nested thousands deep would turn into a RecursionError.
-        try:
-            check_structure(raw.value)
-        except RecordRejected as exc:
-            exc.external_id = self.mapping.external_id_of(raw.value)
-            raise
-        record = self.mapping.apply(raw.value, now=now)
-        # What is stored, not the raw record: a bad value in a field the mapping leaves out costs nothing.
-        check_values(record)
-        return _redact(record, self.redactor, self.summary.redacted)
-
-    def _write_chunk(self, chunk: list[RawRecord]) -> None:
-        now = self.now()
-        mapped: list[tuple[RawRecord, MappedRecord]] = []
-        for raw in chunk:
-            try:
-                mapped.append((raw, self._map(raw, now)))
-            except RecordRejected as exc:
-                self.reject(raw, exc)
+    def _write_chunk(self, chunk: PreparedChunk, now: datetime) -> None:
+        for kind, number in chunk.redacted.items():
+            self.summary.redacted[kind] = self.summary.redacted.get(kind, 0) + number
+        mapped: list[PreparedRecord] = []
+        for prepared in chunk.records:
+            if prepared.rejected is not None:
+                self.reject(prepared.raw, prepared.rejected)
+            else:
+                mapped.append(prepared)
         if not mapped:
             return
         outcomes: list[str | None]
         try:
             # Fast path: the whole chunk in one savepoint, its new items in one INSERT.
             with self.session.begin_nested():
-                existing = self._existing(record.external_id for _, record in mapped)
+                existing = self._existing(_record(prepared).external_id for prepared in mapped)
                 pending: dict[str, dict[str, Any]] = {}
-                outcomes = [self._upsert(record, existing, pending, now) for _, record in mapped]
+                outcomes = [self._upsert(prepared, existing, pending, now) for prepared in mapped]
                 self._insert(pending)
                 self.session.flush()
         except Exception as exc:
@@ -229,14 +194,15 @@ class ItemWriter:
         query = select(Item).where(Item.source_id == self.source_id, col(Item.external_id).in_(wanted))
         return {item.external_id: item for item in self.session.exec(query)}
 
-    def _write_one_by_one(self, mapped: list[tuple[RawRecord, MappedRecord]], now: datetime) -> list[str | None]:
+    def _write_one_by_one(self, mapped: list[PreparedRecord], now: datetime) -> list[str | None]:
         outcomes: list[str | None] = []
-        for raw, record in mapped:
+        for prepared in mapped:
+            record = _record(prepared)
             for attempt in range(2):
                 try:
                     with self.session.begin_nested():
                         pending: dict[str, dict[str, Any]] = {}
-                        outcome = self._upsert(record, self._existing([record.external_id]), pending, now)
+                        outcome = self._upsert(prepared, self._existing([record.external_id]), pending, now)
                         self._insert(pending)
                         self.session.flush()
                     outcomes.append(outcome)
@@ -244,7 +210,7 @@ class ItemWriter:
                 except IntegrityError as exc:
                     # A second try reads the row a concurrent writer just inserted and updates it.
                     if attempt == 1:
-                        self.reject(raw, RecordRejected("conflict", f"the record conflicts with a stored item: {exc.orig}", record.external_id))
+                        self.reject(prepared.raw, RecordRejected("conflict", f"the record conflicts with a stored item: {exc.orig}", record.external_id))
                         outcomes.append(None)
                 except Exception as exc:
                     if _connection_lost(exc):
@@ -253,8 +219,8 @@ class ItemWriter:
                     # The first line only: the database's DETAIL and CONTEXT lines quote the values.
                     first_line = next(iter(str(reason).splitlines()), "")
                     # The log names the record but none of its values.
-                    logger.warning("source %s: the database refused the record at %s (%s)", self.source.name, raw.locator, type(reason).__name__)
-                    self.reject(raw, RecordRejected("store_failed", f"the database refused this record: {type(reason).__name__}: {first_line}", record.external_id))
+                    logger.warning("source %s: the database refused the record at %s (%s)", self.source.name, prepared.locator, type(reason).__name__)
+                    self.reject(prepared.raw, RecordRejected("store_failed", f"the database refused this record: {type(reason).__name__}: {first_line}", record.external_id))
                     outcomes.append(None)
                     break
         return outcomes
@@ -265,12 +231,11 @@ class ItemWriter:
             self.session.execute(insert(Item), list(pending.values()))
             pending.clear()
 
-    def _upsert(self, record: MappedRecord, existing: dict[str, Item], pending: dict[str, dict[str, Any]], now: datetime) -> str:
-        """Apply `record`: a new item becomes a row in `pending` (inserted by the caller), a stored
-        one in `existing` is updated in the session. A second record of an id new in this chunk
-        (rare) stores the pending rows first and is applied to the stored item like any other."""
-        digest = record_digest(record)
-        fingerprint = content_hash(record.title, record.input, record.reference)
+    def _upsert(self, prepared: PreparedRecord, existing: dict[str, Item], pending: dict[str, dict[str, Any]], now: datetime) -> str:
+        """Apply a prepared record: a new item becomes a row in `pending` (inserted by the caller),
+        a stored one in `existing` is updated in the session. A second record of an id new in this
+        chunk (rare) stores the pending rows first and is applied to the stored item like any other."""
+        record, digest, fingerprint = _record(prepared), prepared.digest, prepared.fingerprint
         if record.external_id in pending:
             self._insert(pending)
             existing.update(self._existing([record.external_id]))

@@ -92,12 +92,12 @@ def create_app(
     loads_model = settings.loads_model(role)
 
     def app_encoder() -> Encoder:
-        return encoder if encoder is not None else get_encoder(resolved)
+        return encoder if encoder is not None else get_encoder(resolved, engine)
 
     def reader_encoder() -> Encoder:
         if loads_model:
             return app_encoder()
-        return StoredVectorsOnly(encoder.model_id, encoder.dim) if encoder is not None else model_identity(resolved)
+        return StoredVectorsOnly(encoder.model_id, encoder.dim) if encoder is not None else model_identity(resolved, engine)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -15,14 +15,14 @@ of float32 ones on normalised sentence embeddings (bench/ann_index.py measures i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Literal, Protocol
+from collections.abc import Callable, Collection, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection
 
-from curation.dedup.ann_file import FILE_VERSION, AnnConfig, GraphFile, Vector, database_identity, file_stem, load_faiss, locked, stored_vectors, vector_digest
+from curation.dedup.ann_file import FILE_VERSION, AnnConfig, GraphFile, Vector, database_identity, file_stem, load_faiss, locked, stored_vectors
 
 BUILD_CHUNK = 50_000
 MAX_EF = 4096
@@ -30,13 +30,8 @@ MAX_EF = 4096
 Origin = Literal["built", "opened", "memory"]
 
 
-class Entry(Protocol):
-    """What the graph needs of an indexed item."""
-
-    item_id: int
-    occurred_at: float
-    body_key: str | None
-    title_key: str | None
+# The body and title text keys of the items at some positions, in that order.
+KeysOf = Callable[[NDArray[np.int64]], list[tuple[str, str]]]
 
 
 class _Rows:
@@ -176,72 +171,62 @@ class ApproximateVectors:
     def attach(
         cls,
         connection: Connection,
-        entries: Sequence[Entry],
         *,
+        item_ids: NDArray[np.int64],
+        digests: NDArray[np.int64],
+        times: NDArray[np.float64],
+        keys_of: KeysOf,
         model_id: str,
         dim: int,
         title_weight: float,
         config: AnnConfig,
     ) -> ApproximateVectors:
-        """The vectors of `entries` (at positions 0..n-1, every one with body and title keys whose
-        vectors `model_id` stored): the graph file of this database, model and kind opened when it
-        is current enough (items missing from it, or changed since, are read from the database and
+        """The vectors of the items at positions 0..n-1 (`item_ids`, their `vector_digests`, their
+        occurrence `times`, and `keys_of` positions: their body and title keys, whose vectors
+        `model_id` stored): the graph file of this database, model and kind opened when it is
+        current enough (items missing from it, or changed since, are read from the database and
         held beside it), else built from the database and saved (when `config.folder` is set)."""
-        item_ids = np.fromiter((entry.item_id for entry in entries), dtype=np.int64, count=len(entries))
-        digests = np.fromiter((vector_digest(entry.body_key, entry.title_key) for entry in entries), dtype=np.int64, count=len(entries))
-        times = np.fromiter((entry.occurred_at for entry in entries), dtype=np.float64, count=len(entries))
         identity = database_identity(connection) or "empty"
         kind = config.kind(dim)
         expected = {"version": FILE_VERSION, "model_id": model_id, "kind": kind, "dim": dim, "database": identity}
+        count = len(item_ids)
 
         def build() -> GraphFile:
             def rows(start: int, end: int) -> Vector:
-                chunk = entries[start:end]
-                vectors = stored_vectors(connection, model_id, [key for entry in chunk for key in (entry.body_key or "", entry.title_key or "")])
-                return _side_by_side(chunk, vectors, dim)
+                return _side_by_side(connection, model_id, item_ids[start:end], keys_of(np.arange(start, end, dtype=np.int64)), dim)
 
-            return GraphFile.build(rows, len(entries), dim=dim, config=config, info=expected, item_ids=item_ids, digests=digests)
+            return GraphFile.build(rows, count, dim=dim, config=config, info=expected, item_ids=item_ids, digests=digests)
+
+        def completed(file: GraphFile, origin: Origin, slots: NDArray[np.int64] | None = None) -> ApproximateVectors:
+            return cls._completed(
+                connection, file, item_ids, digests, times, keys_of, model_id=model_id, dim=dim, title_weight=title_weight, config=config, origin=origin, slots=slots
+            )
 
         if config.folder is None:
-            file = build()
-            return cls._completed(connection, file, entries, item_ids, digests, times, model_id=model_id, dim=dim, title_weight=title_weight, config=config, origin="memory")
+            return completed(build(), "memory")
         stem = file_stem(identity, model_id, kind)
         with locked(config.folder / f"{stem}.lock"):
             opened = GraphFile.open(config.folder, stem, expected)
             if opened is not None:
                 slot_position = _match(opened, item_ids, digests)
                 valid = int(np.count_nonzero(slot_position >= 0))
-                missing = len(entries) - valid
-                if missing <= config.rebuild_share * valid and len(slot_position) - valid <= config.rebuild_share * len(slot_position):
-                    return cls._completed(
-                        connection,
-                        opened,
-                        entries,
-                        item_ids,
-                        digests,
-                        times,
-                        model_id=model_id,
-                        dim=dim,
-                        title_weight=title_weight,
-                        config=config,
-                        origin="opened",
-                        slots=slot_position,
-                    )
+                if count - valid <= config.rebuild_share * valid and len(slot_position) - valid <= config.rebuild_share * len(slot_position):
+                    return completed(opened, "opened", slot_position)
             build().save(config.folder, stem)
             saved = GraphFile.open(config.folder, stem, expected)
             if saved is None:
                 raise RuntimeError(f"the graph file {config.folder / stem} just written cannot be read back")
-            return cls._completed(connection, saved, entries, item_ids, digests, times, model_id=model_id, dim=dim, title_weight=title_weight, config=config, origin="built")
+            return completed(saved, "built")
 
     @classmethod
     def _completed(
         cls,
         connection: Connection,
         file: GraphFile,
-        entries: Sequence[Entry],
         item_ids: NDArray[np.int64],
         digests: NDArray[np.int64],
         times: NDArray[np.float64],
+        keys_of: KeysOf,
         *,
         model_id: str,
         dim: int,
@@ -257,20 +242,20 @@ class ApproximateVectors:
         vectors = cls(file, slot_position, times, dim=dim, title_weight=title_weight, config=config, origin=origin)
         absent = np.flatnonzero(vectors.position_slot < 0)
         for start in range(0, len(absent), BUILD_CHUNK):
-            chunk = [entries[int(position)] for position in absent[start : start + BUILD_CHUNK]]
-            stored = stored_vectors(connection, model_id, [key for entry in chunk for key in (entry.body_key or "", entry.title_key or "")])
-            rows = _side_by_side(chunk, stored, dim)
-            vectors.append([int(position) for position in absent[start : start + BUILD_CHUNK]], rows[:, :dim], rows[:, dim:])
+            positions = absent[start : start + BUILD_CHUNK]
+            rows = _side_by_side(connection, model_id, item_ids[positions], keys_of(positions), dim)
+            vectors.append([int(position) for position in positions], rows[:, :dim], rows[:, dim:])
         return vectors
 
 
-def _side_by_side(entries: Sequence[Entry], vectors: dict[str, bytes], dim: int) -> Vector:
-    """`[body, title]` rows of `entries` from stored vector bytes."""
-    missing = next((entry.item_id for entry in entries if entry.body_key not in vectors or entry.title_key not in vectors), None)
+def _side_by_side(connection: Connection, model_id: str, item_ids: NDArray[np.int64], keys: Sequence[tuple[str, str]], dim: int) -> Vector:
+    """`[body, title]` rows of items from their stored vectors (LookupError naming an item without them)."""
+    vectors = stored_vectors(connection, model_id, [key for pair in keys for key in pair])
+    missing = next((int(item_id) for item_id, (body, title) in zip(item_ids, keys, strict=True) if body not in vectors or title not in vectors), None)
     if missing is not None:
         raise LookupError(f"item {missing} has no stored embedding")
-    body = np.frombuffer(b"".join(vectors[entry.body_key or ""] for entry in entries), dtype=np.float32).reshape(len(entries), dim)
-    title = np.frombuffer(b"".join(vectors[entry.title_key or ""] for entry in entries), dtype=np.float32).reshape(len(entries), dim)
+    body = np.frombuffer(b"".join(vectors[body] for body, _ in keys), dtype=np.float32).reshape(len(keys), dim)
+    title = np.frombuffer(b"".join(vectors[title] for _, title in keys), dtype=np.float32).reshape(len(keys), dim)
     return np.hstack([body, title])
 
 

@@ -28,10 +28,12 @@ from sqlalchemy import Connection
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
+from curation.dedup.sketch_table import mix
 from schemas.dedup import Embedding
 from schemas.item import Item
 
-FILE_VERSION = 1
+# 2: vector digests hashed from the keys' bytes in bulk (`vector_digests`).
+FILE_VERSION = 2
 FETCH_CHUNK = 500
 BUILD_CHUNK = 50_000
 TRAIN_SAMPLE = 100_000
@@ -77,10 +79,12 @@ class AnnConfig:
         return f"hnsw{self.connectivity}-sq8r4-ip-d{dim}-v{FILE_VERSION}"
 
 
-def vector_digest(body_key: str | None, title_key: str | None) -> int:
-    """A 63-bit digest of the texts an item's vectors were made from: a file entry whose digest
-    differs from the database's is out of date."""
-    return int.from_bytes(hashlib.blake2b(f"{body_key}|{title_key}".encode(), digest_size=8).digest(), "big") >> 1
+def vector_digests(body_keys: NDArray[np.bytes_], title_keys: NDArray[np.bytes_]) -> NDArray[np.int64]:
+    """A 63-bit digest per item of the texts its vectors were made from (their keys, as
+    `sketch_table.text_keys` holds them): a file entry whose digest differs from the database's is
+    out of date."""
+    digests: NDArray[np.int64] = (mix([body_keys, title_keys], len(body_keys)) >> np.uint64(1)).astype(np.int64)
+    return digests
 
 
 def database_identity(connection: Connection) -> str | None:

@@ -28,8 +28,9 @@ from sqlmodel import Session, col, select
 from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vectors, body_text, store_embeddings, title_text
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
-from curation.dedup.index import IndexedItem, SimilarityIndex
+from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
 from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
+from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.common import utcnow
@@ -173,13 +174,13 @@ class Deduplicator:
         encoded_before = self.embeddings.encoded
         ahead = ahead and limit is None
 
-        def prepare(size: int, seen: set[str], exclude: list[int]) -> _Prepared:
+        def prepare(size: int, seen: KnownHashes, exclude: list[int]) -> _Prepared:
             with read() as reader:
                 return self._prepare(reader, self._pending(reader, size, exclude=exclude), seen)
 
-        def known_hashes() -> set[str]:
+        def known_hashes() -> KnownHashes:
             assert self.index is not None
-            return set(self.index.by_hash)  # copied here: the index changes while the next batch is prepared
+            return self.index.known_hashes()  # a copy: the index changes while the next batch is prepared
 
         with ThreadPoolExecutor(1, thread_name_prefix="curation-ahead") if ahead else nullcontext() as pool:
             upcoming: Future[_Prepared] | None = None
@@ -190,7 +191,8 @@ class Deduplicator:
                 if not prepared.candidates:
                     break
                 if pool is not None:
-                    seen = known_hashes() | {candidate.item.content_hash for candidate in prepared.candidates}
+                    seen = known_hashes()
+                    seen.update(candidate.item.content_hash for candidate in prepared.candidates)
                     upcoming = pool.submit(prepare, size, seen, [candidate.item.id for candidate in prepared.candidates if candidate.item.id is not None])
                 with write() as writer:
                     self._decide_prepared(writer, prepared, summary)
@@ -217,7 +219,7 @@ class Deduplicator:
             query = query.where(col(Item.id).not_in(exclude))
         return list(session.exec(query))
 
-    def _prepare(self, session: Session, batch: list[Item], seen_hashes: set[str]) -> _Prepared:
+    def _prepare(self, session: Session, batch: list[Item], seen_hashes: KnownHashes) -> _Prepared:
         """Sketches and embeddings of a batch (no writes: new vectors are returned, not added).
         `seen_hashes`: the content hashes already indexed (or about to be), whose copies are not
         embedded; this adds the batch's own."""
@@ -256,7 +258,7 @@ class Deduplicator:
         orphans = []
         for candidate in prepared.candidates:
             hashed = candidate.item.content_hash
-            if candidate.body is None and hashed not in self.index.by_hash and hashed not in in_batch:
+            if candidate.body is None and not self.index.has_hash(hashed) and hashed not in in_batch:
                 orphans.append(candidate)
             in_batch.add(hashed)
         # Vectors the batch decided before this one stored meanwhile are skipped.
@@ -339,7 +341,8 @@ class Deduplicator:
     def _index(self, candidate: _Candidate, *, root: int, status: str) -> None:
         assert self.index is not None and candidate.item.id is not None and candidate.body is not None and candidate.title is not None
         item = candidate.item
-        entry = IndexedItem(candidate.item.id, item.occurred_at.timestamp(), item.content_hash, item.identity_key, root, status, candidate.body_key, candidate.title_key)
+        identity = identity_digest(item.identity_key)
+        entry = IndexedItem(candidate.item.id, item.occurred_at.timestamp(), item.content_hash, identity, root, status, candidate.body_key, candidate.title_key)
         self.index.add([(entry, candidate.sketch, candidate.body, candidate.title)])
 
     def _is_reference(self, item_id: int) -> bool:

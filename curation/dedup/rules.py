@@ -38,6 +38,7 @@ from curation.dedup.boilerplate import CommonLines
 from curation.dedup.embeddings import Vectors, body_text
 from curation.dedup.identifiers import distinction
 from curation.dedup.index import SimilarityIndex
+from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
 from schemas.dedup import DedupStage
 from schemas.item import Item, ItemStatus
@@ -187,9 +188,11 @@ def judge(
     thresholds = config.thresholds(kind, titled=bool(item.title))
     details = {**details, "rules": RULES_VERSION, "thresholds": thresholds}
 
+    identity = identity_digest(item.identity_key)
+
     def compatible(other_id: int) -> bool:
         other = index.get(other_id)
-        return other_id not in excluded and (item.identity_key is None or other.identity is None or other.identity == item.identity_key)
+        return other_id not in excluded and (not identity or not other.identity or other.identity == identity)
 
     def representative(other_id: int) -> bool:
         return index.get(other_id).root == other_id

@@ -49,11 +49,19 @@ class Settings(BaseSettings):
     scheduler_metrics_port: int | None = Field(
         default=None, gt=0, le=65535, description="`goldenset scheduler` serves Prometheus metrics (no token) on this port, all interfaces; unset: none."
     )
+    ingest_workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Processes that prepare (map, redact, digest) the records of a large file ingest (`goldenset ingest`, 5,000 records or more) "
+        "while the database is written: 0, one per usable core; 1, none.",
+    )
     embedding_model: str | None = Field(default=None, description="Path of a sentence-transformers model; default all-MiniLM-L6-v2.")
-    embedding_backend: Literal["torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "http"] = Field(
-        default="openvino",
+    embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "http"] = Field(
+        default="auto",
         description="Where texts are embedded: `torch` (the model in-process, PyTorch), `onnx` / `onnx-int8` (ONNX Runtime) or `openvino` / `openvino-int8` (OpenVINO), "
         "exported once from the local model (`curation.dedup.backends`), or `http` (an OpenAI-compatible embeddings server, GOLDENSET_EMBEDDING_URL). "
+        "`auto`: the backend the database's pool was embedded with, else the faster of `openvino` and `openvino-int8` on this machine (measured once). "
         "Each is its own embedding model: after a change, `goldenset curate --refingerprint`.",
     )
     embedding_max_seq_length: int = Field(default=256, ge=8, le=512, description="Tokens of a text the in-process embedding model reads (the rest is cut); part of the model id.")

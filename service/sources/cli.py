@@ -12,6 +12,7 @@ from rich.table import Table
 from ingest.connectors.base import ConfigError
 from ingest.connectors.registry import UnknownConnector
 from ingest.mapping import MappingError, load_mapping
+from ingest.preparing import usable_cores
 from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate, SourceKind, check_source_name
@@ -140,7 +141,13 @@ def _ingest_file(file: Path, source: str, mapping: Path | None, format: str | No
         with progress_bar() as progress:
             task = progress.add_task(f"ingesting {file.name}", total=len(records))
             summary = ingest_records(
-                session=session, source=stored_source, records=records, mapping=effective, actor=CLI_ACTOR, on_progress=lambda n: progress.advance(task, n)
+                session=session,
+                source=stored_source,
+                records=records,
+                mapping=effective,
+                actor=CLI_ACTOR,
+                on_progress=lambda n: progress.advance(task, n),
+                workers=settings.ingest_workers or usable_cores(),
             )
     print_summary(summary)
     return summary

@@ -22,12 +22,14 @@ def ingest_records(
     mapping: Mapping,
     actor: str,
     on_progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> IngestSummary:
     """Map, redact and store `records` into `source`, auditing the run; returns its summary.
 
     Good records are committed even when others are rejected; a rejected record changes nothing.
+    `workers` above 1 prepares a large batch's records in that many processes (`ingest.preparing`).
     """
-    writer = ItemWriter(session=session, source=source, mapping=CompiledMapping(mapping))
+    writer = ItemWriter(session=session, source=source, mapping=CompiledMapping(mapping), workers=workers)
     summary = writer.write(records, on_progress=on_progress)
     session.add(
         AuditEvent(

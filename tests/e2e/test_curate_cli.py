@@ -25,7 +25,7 @@ from tests.dedup_support import HADOOP_MAPPING, hadoop_reports, planted, shared_
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
     encoder = shared_encoder()
-    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings: encoder)
+    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings, _engine=None: encoder)
     monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)
     monkeypatch.delenv("GOLDENSET_CURATE_AFTER_INGEST", raising=False)
     get_settings.cache_clear()

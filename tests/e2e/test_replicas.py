@@ -25,6 +25,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, col, select
 
+from ingest.store import CHUNK_SIZE
 from schemas.dedup import DedupDecision, DedupStage
 from schemas.evals import EvalCreate, EvalItem
 from schemas.item import Item, ItemStatus
@@ -210,7 +211,8 @@ def test_a_replica_killed_mid_push_loses_nothing_and_the_retried_batch_is_idempo
         assert "error" in outcome, f"the push finished before the kill ({outcome}); send a larger batch"
         with Session(pg_engine) as session:
             before = session.exec(select(func.count()).select_from(Item)).one()
-        assert before in (0, len(records))  # one transaction: all of the batch or none of it
+        # A batch is committed chunk by chunk: a kill keeps whole chunks, never part of one.
+        assert before % CHUNK_SIZE == 0 and before < len(records)
         retried = _push(survivor.url, token, "kev", records)
         assert retried["new"] + retried["unchanged"] == len(records) and retried["rejected"] == 0
         again = _push(survivor.url, token, "kev", records)

@@ -167,7 +167,9 @@ def test_a_scheduler_killed_holding_the_curation_lock_leaves_none_and_the_next_o
         successor = start_scheduler(pg_url, tmp_path / "successor.log", env=env)
         workers.append(successor)
         _wait_for(lambda: _pending(pg_engine) == 0, "the restarted scheduler's curation of the pending candidates", workers, seconds=180)
-        assert "curated" in successor.output() and "another process is curating" not in successor.output(), "no lock was left behind"
+        # The run logs what it curated just after its last batch commits.
+        _wait_for(lambda: "curated" in successor.output(), "the restarted scheduler's summary of its run", workers, seconds=30)
+        assert "another process is curating" not in successor.output(), "no lock was left behind"
         with Session(pg_engine) as session:
             decided = session.exec(select(col(DedupDecision.item_id))).all()
             items = session.exec(select(col(Item.id))).all()

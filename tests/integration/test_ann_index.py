@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
@@ -17,8 +18,10 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.ann_file import GraphFile
 from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.fingerprints import MinHashRecipe, from_bytes
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.rules import DedupConfig
+from curation.dedup.sketch_table import SketchTable
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item
 from service.core.db import make_engine, migrate, write_session
@@ -74,7 +77,7 @@ def test_nearest_answers_equal_exact_search(engine: Engine, tmp_path: Path) -> N
     approximate = _load(engine, _config(tmp_path))
     assert exact.ann is None and approximate.ann is not None and len(approximate.ann) == len(exact)
     same = same_before = 0
-    for item in exact.items:
+    for item in exact.entries():
         body, title = exact.vectors(item.item_id)
         expected = {n.item_id for n in exact.nearest(body, title, 10, exclude=[item.item_id])}
         found = approximate.nearest(body, title, 10, exclude=[item.item_id])
@@ -128,7 +131,7 @@ def test_the_file_is_saved_once_and_completed_with_later_items(engine: Engine, t
     _curate(engine, reports[POOL:])
     third = _load(engine, config)
     assert third.ann is not None and third.ann.origin == "opened" and builds == [len(first)]
-    added = [item for item in third.items if item.item_id not in first]
+    added = [item for item in third.entries() if item.item_id not in first]
     assert added and third.ann.beside == len(added)
     for item in added:
         body, title = third.vectors(item.item_id)
@@ -181,3 +184,47 @@ def test_a_small_pool_stays_exact(engine: Engine, tmp_path: Path) -> None:
     _curate(engine, hadoop_reports(100))
     index = _load(engine, _config(tmp_path / "ann", min_items=1000))
     assert index.ann is None and not (tmp_path / "ann").exists()
+
+
+def _same_answers(index: SimilarityIndex, reference: SimilarityIndex, engine: Engine) -> None:
+    """`index` knows and finds what `reference` (built in memory from the same database) does."""
+    assert len(index) == len(reference)
+    with Session(engine) as session:
+        fingerprints = {row.item_id: row for row in session.exec(select(ItemFingerprint))}
+    recipe = MinHashRecipe()
+    for entry in reference.entries():
+        assert index.get(entry.item_id) == entry
+        assert index.exact(entry.content_hash) == reference.exact(entry.content_hash)
+        sketch = from_bytes(fingerprints[entry.item_id].minhash, recipe)
+        assert sorted(index.near(sketch)) == sorted(reference.near(sketch))
+
+
+def test_the_sketch_table_is_saved_once_opened_after_and_holds_changes_beside(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tables: list[int] = []
+    original = SketchTable.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[SketchTable], /, **kwargs: Any) -> SketchTable:
+        tables.append(len(kwargs["item_ids"]))
+        result: SketchTable = original(cls, **kwargs)
+        return result
+
+    monkeypatch.setattr(SketchTable, "build", classmethod(counting))
+    reports = hadoop_reports(POOL + 40)
+    _curate(engine, reports[:POOL])
+    config = _config(tmp_path / "ann")
+    first = _load(engine, config)
+    assert tables == [len(first)] and len(list((tmp_path / "ann").glob("*.sketches"))) == 1 and not first.beside
+    second = _load(engine, config)
+    assert second.table is not None and isinstance(second.table.values, np.memmap) and not second.beside and tables == [len(first)]
+    in_memory = _load(engine, DedupConfig())
+    assert tables == [len(first), len(first)] and in_memory.ann is None
+    _same_answers(second, in_memory, engine)
+
+    # One item's text changed (decided again) and 40 new ones: held beside the table, which is opened, not rebuilt.
+    changed = {**reports[5], "description": f"{reports[5]['description']}\nA new paragraph about a different failure entirely."}
+    _curate(engine, [changed, *reports[POOL:]])
+    third = _load(engine, config)
+    assert len(tables) == 3 and third.table is not None and isinstance(third.table.values, np.memmap)
+    changed_id = next(entry.item_id for entry in third.entries() if entry.item_id not in first or first.get(entry.item_id) != third.get(entry.item_id))
+    assert len(third.beside) == 41 and changed_id in {third.get(int(third.item_ids.view[position])).item_id for position in third.beside}
+    _same_answers(third, _load(engine, DedupConfig()), engine)

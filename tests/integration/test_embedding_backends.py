@@ -1,7 +1,8 @@
 """Each exported embedding backend with the real all-MiniLM-L6-v2 (bundled, offline) on a few real
 incident texts: it exports once from the local weights and a second load reuses the export; it
 gives unit-norm float32 rows of the model's dimension, close to PyTorch's; its model id is not
-PyTorch's; and the service picks it from GOLDENSET_EMBEDDING_BACKEND."""
+PyTorch's; and the service picks it from GOLDENSET_EMBEDDING_BACKEND, or, for `auto`, from the
+database's pool or this machine's measurement."""
 
 from __future__ import annotations
 
@@ -9,14 +10,22 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
+from curation.dedup import backend_choice
 from curation.dedup.backends import ExportedEncoder, backend_model_id
 from curation.dedup.embeddings import SentenceTransformerEncoder, Vectors, body_text, default_model_path, title_text
+from schemas.common import utcnow
+from schemas.dedup import ItemFingerprint
+from schemas.item import Item
+from schemas.source import Source
 from service.core.settings import Settings
-from service.dedup.encoder import get_encoder, model_identity
+from service.dedup.encoder import effective_backend, get_encoder, model_identity
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 # Worst and mean cosine to PyTorch fp32 over the texts below: fp32 exports agree to rounding;
@@ -84,3 +93,62 @@ def test_the_service_loads_the_backend_its_settings_name(model_copy: Path, tmp_p
     assert encoder.model_id == model_identity(settings).model_id == backend_model_id(model_copy, "onnx", max_seq_length=128)
     assert encoder.model_id != model_identity(Settings(embedding_model=str(model_copy))).model_id
     assert encoder.encode(TEXTS[:2]).shape == (2, 384)
+
+
+def test_auto_measures_once_per_machine_and_records_the_faster(model_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[Path] = []
+    real_measure = backend_choice.measure
+
+    def counted(model_path: Path, **kwargs: Any) -> dict[str, Any]:
+        measured.append(model_path)
+        return real_measure(model_path, **kwargs)
+
+    monkeypatch.setattr(backend_choice, "measure", counted)
+    assert backend_choice.recorded_choice(model_copy, cache_dir=tmp_path / "cache") is None
+    choice = backend_choice.machine_choice(model_copy, cache_dir=tmp_path / "cache")
+    records = list((model_copy.parent / "all-MiniLM-L6-v2.exports").glob("auto-backend-*.json"))
+    assert len(measured) == 1 and len(records) == 1
+    record = json.loads(records[0].read_text(encoding="utf-8"))
+    rates = record["rates"]
+    assert record["choice"] == choice and rates["openvino"] > 0 and rates["openvino-int8"] > 0
+    assert (choice == "openvino-int8") == (rates["openvino-int8"] >= backend_choice.INT8_MARGIN * rates["openvino"])
+    assert record["facts"] == backend_choice.machine_facts()
+    # Later calls, in this process or another, read the record.
+    assert backend_choice.machine_choice(model_copy, cache_dir=tmp_path / "cache") == choice and len(measured) == 1
+    assert backend_choice.recorded_choice(model_copy, cache_dir=tmp_path / "cache") == choice
+
+
+def _pool_embedded_by(engine: Engine, model_ids: dict[str, int]) -> None:
+    with Session(engine) as session:
+        source = Source(name="pool", kind="file")
+        session.add(source)
+        session.flush()
+        number = 0
+        for model_id, count in model_ids.items():
+            for _ in range(count):
+                number += 1
+                item = Item(
+                    source_id=source.id or 0, external_id=str(number), occurred_at=utcnow(), input="x", content_hash=f"{number:064x}", record_digest="0" * 64, status="unique"
+                )
+                session.add(item)
+                session.flush()
+                session.add(ItemFingerprint(item_id=item.id or 0, recipe="r", minhash=b"", model_id=model_id, body_key="b", title_key="t"))
+        session.commit()
+
+
+def test_auto_goes_on_with_the_backend_the_pool_was_embedded_with(engine: Engine, model_copy: Path, tmp_path: Path) -> None:
+    settings = Settings(embedding_model=str(model_copy), embedding_backend="auto", embedding_cache_dir=str(tmp_path / "cache"))
+    machine = backend_choice.machine_choice(model_copy, cache_dir=tmp_path / "cache")
+    # An empty pool: this machine's choice; a process that never embeds does not measure.
+    assert effective_backend(settings, engine) == machine
+    assert effective_backend(settings, engine, measure=False) == machine
+    # A pool embedded by PyTorch goes on with openvino (its vectors, adopted); an int8 pool keeps its backend.
+    torch_id, int8_id = backend_model_id(model_copy, "torch"), backend_model_id(model_copy, "onnx-int8")
+    _pool_embedded_by(engine, {torch_id: 3, int8_id: 1})
+    assert effective_backend(settings, engine) == "openvino"
+    assert model_identity(settings, engine).model_id == backend_model_id(model_copy, "openvino")
+    assert backend_choice.stored_choice({int8_id: 5, torch_id: 1}, model_copy) == "onnx-int8"
+    assert backend_choice.stored_choice({"another-model@1234/seq256": 9}, model_copy) is None
+    assert backend_choice.stored_choice({backend_model_id(model_copy, "openvino-int8", max_seq_length=128): 9}, model_copy) is None
+    # An explicit backend is never second-guessed.
+    assert effective_backend(Settings(embedding_model=str(model_copy), embedding_backend="torch"), engine) == "torch"

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-import ingest.store
+import ingest.preparing
 from ingest.mapping import NATIVE_MAPPING, MappedRecord, parse_mapping
 from ingest.readers import iter_records
 from schemas.item import Item
@@ -98,7 +98,7 @@ def test_a_record_the_database_refuses_costs_only_itself(session: Session, monke
     def no_check(record: MappedRecord) -> None:
         return None
 
-    monkeypatch.setattr(ingest.store, "check_values", no_check)
+    monkeypatch.setattr(ingest.preparing, "check_values", no_check)
     texts = [*_good(4), POISONED["nul"], POISONED["nan"], GOOD.format(id="LAST", day=9)]
     records = list(iter_records(("[" + ",".join(texts) + "]").encode(), "json"))
     summary = ingest_records(session=session, source=_source(session), records=records, mapping=NATIVE_MAPPING, actor="test")

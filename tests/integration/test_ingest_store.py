@@ -7,9 +7,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from ingest import store
 from ingest.mapping import NATIVE_MAPPING, load_mapping
 from ingest.readers import iter_jsonl, iter_records
 from schemas.audit import AuditEvent
@@ -154,3 +156,31 @@ def test_metadata_only_changes_keep_the_review_status(session: Session) -> None:
     assert summary.updated == 1
     session.refresh(item)
     assert (item.status, item.revision, item.meta) == (ItemStatus.APPROVED.value, 2, {"assignee": "b"})
+
+
+def _stored(session: Session, source: Source) -> list[tuple[object, ...]]:
+    items = session.exec(select(Item).where(Item.source_id == source.id).order_by(Item.external_id)).all()
+    return [(i.external_id, i.occurred_at, i.title, i.input, i.reference, i.meta, i.tags, i.content_hash, i.identity_key, i.record_digest, i.status) for i in items]
+
+
+def test_records_prepared_in_worker_processes_are_stored_as_prepared_here(session: Session, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "PARALLEL_FROM", 1000)
+    lines = (shared_data / "gitbugs_hadoop" / "reports.jsonl").read_bytes().splitlines()[:1200]
+    lines[99] = b'{"id": "broken", "created": '  # malformed JSON, read as an error
+    lines[499] = json.dumps({"id": "no-date", "title": "a report without its date"}).encode()
+    report = json.loads(lines[700])
+    report["description"] = f"{report['description']}\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY and mail ops@example.com"
+    lines[700] = json.dumps(report).encode()
+    lines[900] = json.dumps({**json.loads(lines[900]), "description": "nul \u0000 inside"}).encode()
+    mapping = load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml")
+    summaries = {}
+    for workers in (1, 2):
+        source = _source(session, f"hadoop-{workers}")
+        summaries[workers] = ingest_records(session=session, source=source, records=list(iter_jsonl(b"\n".join(lines))), mapping=mapping, actor="test", workers=workers)
+    serial, parallel = summaries[1], summaries[2]
+    assert (parallel.read, parallel.new, parallel.rejected) == (serial.read, serial.new, serial.rejected) == (1200, 1197, 3)
+    assert [(e.position, e.reason, e.external_id, e.detail) for e in parallel.errors] == [(e.position, e.reason, e.external_id, e.detail) for e in serial.errors]
+    assert parallel.redacted == serial.redacted and sum(serial.redacted.values()) >= 2
+    assert _stored(session, session.exec(select(Source).where(Source.name == "hadoop-2")).one()) == _stored(
+        session, session.exec(select(Source).where(Source.name == "hadoop-1")).one()
+    )

@@ -19,7 +19,7 @@ from tests.conftest import TEST_SECRET_KEY
 def command_line(database_url: str, monkeypatch: pytest.MonkeyPatch, *, encoder: Encoder, wide: Sequence[str] = ()) -> Iterator[CliRunner]:
     """A runner whose commands use `database_url` and `encoder`; the `out` consoles of the `wide`
     modules print 200 columns, so tables are not wrapped."""
-    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings: encoder)
+    monkeypatch.setattr("service.dedup.encoder.get_encoder", lambda _settings, _engine=None: encoder)
     for module in wide:
         monkeypatch.setattr(f"{module}.out", Console(width=200))
     monkeypatch.setenv("GOLDENSET_DATABASE_URL", database_url)

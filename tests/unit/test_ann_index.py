@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from curation.dedup.ann import ApproximateVectors
-from curation.dedup.ann_file import AnnConfig, GraphFile, vector_digest
+from curation.dedup.ann_file import AnnConfig, GraphFile, vector_digests
 from curation.dedup.embeddings import body_text, title_text
 from curation.dedup.index import TITLE_WEIGHT
+from curation.dedup.sketch_table import text_keys
 from tests.dedup_support import hadoop_reports
 from tests.eval_support import HashingEncoder
 
@@ -122,4 +123,5 @@ def test_a_saved_file_opens_only_for_what_it_was_made_for(tmp_path: Path, pool: 
     # A second save replaces the first, leaving one graph file.
     GraphFile.build(lambda start, end: rows[start:end], 500, dim=DIM, config=AnnConfig(), info=info, item_ids=ids, digests=ids).save(tmp_path, "stem")
     assert len(list(tmp_path.glob("stem.*.faiss"))) == 1
-    assert vector_digest("a", "b") != vector_digest("b", "a")
+    digests = vector_digests(text_keys(["a", "b", "a"]), text_keys(["b", "a", "b"]))
+    assert digests[0] != digests[1] and digests[0] == digests[2] and (digests >= 0).all()

@@ -60,7 +60,7 @@ def test_an_unknown_backend_is_refused_with_the_known_ones() -> None:
 
 def test_the_settings_offer_exactly_the_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(BACKENDS) <= set(get_args(Settings.model_fields["embedding_backend"].annotation))
-    assert Settings().embedding_backend == backends.DEFAULT_BACKEND
+    assert Settings().embedding_backend == "auto"
     monkeypatch.setenv("GOLDENSET_EMBEDDING_BACKEND", "openvino-int8")
     monkeypatch.setenv("GOLDENSET_EMBEDDING_MAX_SEQ_LENGTH", "128")
     settings = Settings()

@@ -49,7 +49,7 @@ def test_the_api_key_is_a_secret() -> None:
 
 def test_the_default_backend_runs_in_process_and_needs_none_of_them() -> None:
     settings = Settings()
-    assert settings.embedding_backend == "openvino" and settings.embedding_url is None and settings.embedding_batch_size == 32
+    assert settings.embedding_backend == "auto" and settings.embedding_url is None and settings.embedding_batch_size == 32
 
 
 def test_the_process_encoder_and_identity_come_from_the_settings_alone() -> None:
