@@ -30,7 +30,23 @@ from ingest.versions import VersionError, canonical_version
 MAX_EXTERNAL_ID_LENGTH = 255
 _MISSING = object()
 _TEMPLATE_MARKERS = ("{{", "{%")
+
 _jinja = SandboxedEnvironment(undefined=ChainableUndefined, autoescape=False, keep_trailing_newline=False)
+# What a template sees for a JSON null: nothing, as for a missing field. Printed, joined or
+# concatenated it is empty (never the word `None`), it is false in `{% if %}`, and `| default(...)`
+# replaces it.
+_NULL = ChainableUndefined(hint="a null field")
+
+
+def _nulls_as_missing(value: object) -> object:
+    """`value` with every None (at any depth of its dicts and lists) replaced by `_NULL`."""
+    if value is None:
+        return _NULL
+    if isinstance(value, AbcMapping):
+        return {key: _nulls_as_missing(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls_as_missing(item) for item in value]
+    return value
 
 
 class MappingError(ValueError):
@@ -243,8 +259,10 @@ class CompiledMapping:
 
     @staticmethod
     def _render(template: Any, record: AbcMapping[str, object], name: str) -> str:
+        values = _nulls_as_missing(record)
+        assert isinstance(values, dict)
         try:
-            return str(template.render({**{str(k): v for k, v in record.items()}, "record": record})).strip()
+            return str(template.render({**{str(k): v for k, v in values.items()}, "record": values})).strip()
         except (TemplateError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as exc:
             raise RecordRejected("template_error", f"{name} template failed on this record: {exc}") from exc
 

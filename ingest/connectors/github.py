@@ -4,7 +4,8 @@ Pages `GET /repos/{owner}/{repo}/issues?state=all&sort=updated&direction=asc&sin
 the `Link: rel="next"` header; github.com and GitHub Enterprise Server (`base_url` ending in
 `/api/v3`) alike. Auth is a bearer token (fine-grained or classic personal access token, or a
 GitHub App installation token) with read access to issues. The list also returns pull requests
-(objects with a `pull_request` key): they are skipped unless `include_pull_requests` is set, and
+(objects whose `pull_request` object links the pull request; older answers carry the key on plain
+issues too, with every link null): they are skipped unless `include_pull_requests` is set, and
 the cursor moves past them either way, so turning that option on later needs `reset_cursor`.
 
 `since` is inclusive and compared to the second, so the cursor is `updated_at` to the second plus
@@ -45,6 +46,16 @@ RESET_MARGIN_SECONDS = 1.0
 # GitHub's advice for a secondary rate limit that names no time: wait at least a minute.
 SECONDARY_LIMIT_WAIT_SECONDS = 60.0
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def is_pull_request(issue: object) -> bool:
+    """Whether an issues-list entry is a pull request: its `pull_request` object links one. Older
+    answers carry `"pull_request": {"html_url": null, "diff_url": null, "patch_url": null}` on plain
+    issues, so the key alone does not tell."""
+    if not isinstance(issue, dict):
+        return False
+    links = issue.get("pull_request")
+    return isinstance(links, dict) and any(links.get(name) for name in ("url", "html_url", "diff_url", "patch_url"))
 
 
 class GitHubConfig(ConnectorConfig):
@@ -187,7 +198,7 @@ class GitHubConnector(Connector[GitHubConfig]):
         return repr(issue)[:64]
 
     def _wanted(self, issue: object) -> bool:
-        return self.config.include_pull_requests or not (isinstance(issue, dict) and "pull_request" in issue)
+        return self.config.include_pull_requests or not is_pull_request(issue)
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
         position = KeysetCursor.loads(cursor)
@@ -246,5 +257,5 @@ class GitHubConnector(Connector[GitHubConfig]):
                 name = label.get("name") if isinstance(label, dict) else label
                 if isinstance(name, str) and name.strip():
                     names.append(name)
-        what = "pull request" if "pull_request" in issue else "issue"
+        what = "pull request" if is_pull_request(issue) else "issue"
         return RawRecord(index, f"{what} #{issue.get('number', '?')}", value={**issue, "label_names": names})

@@ -39,13 +39,24 @@ def send(
     """Send a request, retrying what is worth retrying; returns a 2xx response.
 
     Timeouts, connection errors, 5xx and 429 are retried up to `context.retry.max_attempts` times
-    (waiting as long as the vendor asks, up to `max_wait_seconds`: `rate_limit_delay` first when
-    given, then `ingest.http.retry_after_seconds`; else exponential backoff with jitter). 401 and
-    403 (unless `rate_limit_delay` recognises a rate limit) raise `AuthError`; other 4xx raise
-    `ConnectorError`; exhausted retries raise `TransientError`.
+    (waiting as long as the vendor asks: `rate_limit_delay` first when given, then
+    `ingest.http.retry_after_seconds`; else exponential backoff with jitter). A vendor that asks
+    for a longer wait than `max_wait_seconds` is not waited for: `TransientError` at once, naming
+    both (the next pull resumes from the last stored page). 401 and 403 (unless `rate_limit_delay`
+    recognises a rate limit) raise `AuthError`; other 4xx raise `ConnectorError`; exhausted
+    retries raise `TransientError`.
     """
     policy = context.retry
     wait = wait_hint_or_backoff(max_wait=policy.max_wait_seconds, multiplier=policy.initial_wait_seconds, max_backoff=policy.max_backoff_seconds, jitter=policy.jitter_seconds)
+
+    def _waited_for(error: Retryable) -> Exception:
+        """`error`, or when the wait it asks for is longer than the policy allows, a `TransientError` saying so."""
+        if error.wait_hint is not None and error.wait_hint > policy.max_wait_seconds:
+            return TransientError(
+                f"{error}: it asks to wait {error.wait_hint:.0f} s before the next request, more than the {policy.max_wait_seconds:.0f} s a pull waits; "
+                "the next pull resumes from the last stored page"
+            )
+        return error
 
     def attempt() -> httpx.Response:
         try:
@@ -61,7 +72,7 @@ def send(
         if status in (401, 403):
             delay = rate_limit_delay(response) if rate_limit_delay else None
             if delay is not None:
-                raise Retryable(f"{vendor} rate limit exhausted ({status})", wait_hint=delay)
+                raise _waited_for(Retryable(f"{vendor} rate limit exhausted ({status})", wait_hint=delay))
             what = "rejected the credentials (401): the token is wrong or expired" if status == 401 else "refused access (403): the credentials lack permission"
             raise AuthError(f"{vendor} {what}; replace them with PATCH /v1/sources/{{name}}. Answer: {_excerpt(response)}")
         if status == 429 or status >= 500:
@@ -70,7 +81,7 @@ def send(
             hint = rate_limit_delay(response) if rate_limit_delay is not None else None
             if hint is None:
                 hint = retry_after_seconds(response, now)
-            raise Retryable(f"{vendor} answered {status}", wait_hint=hint)
+            raise _waited_for(Retryable(f"{vendor} answered {status}", wait_hint=hint))
         raise ConnectorError(f"{vendor} answered {status} to {method} {response.request.url.path}: {_excerpt(response)}")
 
     retrying = Retrying(

@@ -1,10 +1,15 @@
 """Jira: issues updated since the cursor, through REST search with JQL.
 
-`api: v2` pages `GET /rest/api/2/search` with `startAt`/`maxResults` (Jira Server, Data Center and
-Cloud); `api: v3` pages `GET /rest/api/3/search/jql` with `nextPageToken` (newer Jira Cloud, whose
-descriptions are Atlassian Document Format, flattened to text here). Auth is basic with an email
-and API token, or a bearer personal access token. JQL compares dates to the minute in the Jira
-user's time zone (`timezone`), so the cursor is kept at that granularity (see `keyset`).
+`api: v2` pages `GET /rest/api/2/search` with `startAt`/`maxResults`: Jira Server and Data Center.
+`api: v3` pages `GET /rest/api/3/search/jql` with `nextPageToken`: Jira Cloud, whose descriptions
+are Atlassian Document Format, flattened to text here. Cloud removed `/rest/api/2/search` and
+`/rest/api/3/search` in 2025 (they answer 410 Gone, Atlassian's CHANGE-2046), so `api` left unset
+means v3 for a Cloud site (`*.atlassian.net`, `*.jira.com`) and v2 elsewhere, and v2 is refused for
+a Cloud site. Cloud's search also refuses an unbounded query (400, "Unbounded JQL queries are not
+allowed here"): every query carries a restriction, the cursor's `updated >=` clause or, on a first
+pull, `updated >= "1970/01/01 00:00"`. Auth is basic with an email and API token, or a bearer
+personal access token. JQL compares dates to the minute in the Jira user's time zone
+(`timezone`), so the cursor is kept at that granularity (see `keyset`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -23,6 +29,9 @@ from ingest.dates import IncidentDateError, parse_incident_date
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
 
+CLOUD_HOSTS = (".atlassian.net", ".jira.com")
+# A restriction for a first pull without a filter: Cloud's search refuses a query with none.
+EVERYTHING = '1970/01/01 00:00'
 DEFAULT_FIELDS = ["summary", "description", "created", "updated", "status", "priority", "resolution", "resolutiondate", "labels", "issuetype", "versions", "components"]
 JQL_MINUTE = "%Y/%m/%d %H:%M"
 
@@ -33,7 +42,7 @@ class JiraConfig(ConnectorConfig):
     email: str | None = None
     api_token: SecretStr | None = None
     personal_access_token: SecretStr | None = None
-    api: Literal["v2", "v3"] = "v2"
+    api: Literal["v2", "v3"] | None = Field(default=None, description="v2 (Server, Data Center) or v3 (Cloud); unset: v3 for a Cloud site, v2 elsewhere.")
     page_size: int = Field(default=100, ge=1, le=1000)
     timezone: str = Field(default="UTC", description="The time zone of the Jira user the credentials belong to.")
     fields: list[str] = Field(default_factory=lambda: list(DEFAULT_FIELDS))
@@ -53,6 +62,28 @@ class JiraConfig(ConnectorConfig):
         if "order by" in value.lower():
             raise ValueError("leave ORDER BY out: goldenset orders by updated time itself")
         return value
+
+    @property
+    def is_cloud(self) -> bool:
+        """Whether `base_url` is a Jira Cloud site."""
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        return host.endswith(CLOUD_HOSTS)
+
+    @property
+    def search_api(self) -> Literal["v2", "v3"]:
+        """The search API pulls use: `api`, or when unset, v3 for a Cloud site and v2 elsewhere."""
+        if self.api is not None:
+            return self.api
+        return "v3" if self.is_cloud else "v2"
+
+    @model_validator(mode="after")
+    def _cloud_has_no_v2_search(self) -> JiraConfig:
+        if self.api == "v2" and self.is_cloud:
+            raise ValueError(
+                f"{self.base_url} is a Jira Cloud site, which no longer serves /rest/api/2/search (removed in 2025, answering 410 Gone): "
+                "use api: v3, or leave api unset"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_auth(self) -> JiraConfig:
@@ -115,9 +146,8 @@ class JiraConnector(Connector[JiraConfig]):
 
     def _jql(self, since: str | None) -> str:
         clauses = [f"({self.config.jql})"] if self.config.jql.strip() else []
-        if since is not None:
-            clauses.append(f'updated >= "{since}"')
-        return " AND ".join(clauses) + (" " if clauses else "") + "ORDER BY updated ASC, key ASC"
+        clauses.append(f'updated >= "{since or EVERYTHING}"')
+        return " AND ".join(clauses) + " ORDER BY updated ASC, key ASC"
 
     def _boundary(self, issue: object) -> str | None:
         fields = issue.get("fields") if isinstance(issue, dict) else None
@@ -133,7 +163,8 @@ class JiraConnector(Connector[JiraConfig]):
         """One search page: (issues, total if known, whether it is the last page, next page token)."""
         config = self.config
         params: dict[str, Any] = {"jql": jql, "maxResults": config.page_size, "fields": ",".join(config.fields)}
-        if config.api == "v2":
+        api = config.search_api
+        if api == "v2":
             params["startAt"] = start_at
             url = f"{config.base_url}/rest/api/2/search"
         else:
@@ -144,7 +175,7 @@ class JiraConnector(Connector[JiraConfig]):
         if not isinstance(body, dict) or not isinstance(body.get("issues"), list):
             raise MalformedPage(f"Jira search answer has no 'issues' array (keys: {sorted(body)[:10] if isinstance(body, dict) else type(body).__name__})")
         issues: list[Any] = body["issues"]
-        if config.api == "v2":
+        if api == "v2":
             total = body.get("total")
             if not isinstance(total, int):
                 raise MalformedPage("Jira search answer has no integer 'total'")

@@ -26,7 +26,7 @@ from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
 from service.sources.definitions import create_source, get_source, update_source
 from service.sources.pulls import pull_source
-from tests.replay.github import TOKEN, GitHubReplay
+from tests.replay.github import TOKEN, GitHubReplay, links_a_pull_request
 from tests.replay.server import Delay, Fault, Reply, Reset
 
 SECRET_KEY = "github-test-secret-key-0123456789abcdef"
@@ -202,7 +202,7 @@ def test_an_expired_token_stops_the_source_until_it_is_replaced(engine: Engine, 
         assert replay.unauthorised == 1  # not retried
         # What was stored is exactly the issues of the pages answered before the token expired.
         stored = _items(engine)
-        expected = {str(issue["number"]) for issue in _served(replay, 1, 2) if "pull_request" not in issue}
+        expected = {str(issue["number"]) for issue in _served(replay, 1, 2) if not links_a_pull_request(issue)}
         assert set(stored) == expected and stored
         assert all(item.title == replay.issues[int(key)]["title"].strip() for key, item in stored.items())
 
@@ -222,7 +222,7 @@ def test_an_expired_token_stops_the_source_until_it_is_replaced(engine: Engine, 
 
 def test_a_broken_record_is_rejected_alone_and_the_cursor_moves_past_it(engine: Engine, reports: Path, time: VirtualTime) -> None:
     replay = GitHubReplay.from_hadoop(reports, limit=300, clock=time.epoch)
-    order = [issue["number"] for issue in replay.ordered() if "pull_request" not in issue]
+    order = [issue["number"] for issue in replay.ordered() if not links_a_pull_request(issue)]
     victim = order[150]
     replay.break_record(victim)
     with replay.serve() as server:
@@ -262,7 +262,7 @@ def test_a_malformed_page_stops_the_pull_without_moving_the_cursor_past_the_last
         good = list(_served(replay, 1, 2))
         expected = KeysetCursor().advance((issue["updated_at"], str(issue["number"])) for issue in good)
         assert source.cursor == expected.dumps()
-        assert set(_items(engine)) == {str(issue["number"]) for issue in good if "pull_request" not in issue}
+        assert set(_items(engine)) == {str(issue["number"]) for issue in good if not links_a_pull_request(issue)}
         resumed = _pull(engine, time)
     assert resumed.unchanged == 0
     assert set(_items(engine)) == {str(number) for number in replay.issue_numbers}
@@ -271,7 +271,7 @@ def test_a_malformed_page_stops_the_pull_without_moving_the_cursor_past_the_last
 
 def test_an_issue_edited_mid_pull_is_stored_in_its_final_state_and_none_is_skipped(engine: Engine, reports: Path, time: VirtualTime) -> None:
     replay = GitHubReplay.from_hadoop(reports, limit=300, clock=time.epoch)
-    order = [issue["number"] for issue in replay.ordered() if "pull_request" not in issue]
+    order = [issue["number"] for issue in replay.ordered() if not links_a_pull_request(issue)]
     behind, next_page, ahead = order[10], order[120], order[220]
 
     def edit() -> None:
@@ -346,6 +346,18 @@ def test_an_edit_while_paging_through_one_second_skips_nothing(engine: Engine, r
     assert items[str(edited)].title == "Edited while the pull paged through its second"
     assert items[str(later)].title == "Edited five seconds after the bulk edit"
     assert len(requests) <= 10
+
+
+def test_an_issue_whose_pull_request_links_are_null_is_an_issue(engine: Engine, reports: Path, time: VirtualTime) -> None:
+    """Older answers carry `"pull_request": {"html_url": null, "diff_url": null, "patch_url": null}`
+    on plain issues: the key alone does not make a pull request."""
+    replay = GitHubReplay.from_hadoop(reports, limit=60, clock=time.epoch)
+    old_style = {number for number in replay.issue_numbers if "pull_request" in replay.issues[number]}
+    assert old_style and replay.pull_request_numbers
+    with replay.serve() as server:
+        _create(engine, server.url)
+        _pull(engine, time)
+    assert set(_items(engine)) == {str(number) for number in replay.issue_numbers} >= {str(number) for number in old_style}
 
 
 def test_label_filter_and_pull_requests_on_request(engine: Engine, reports: Path, time: VirtualTime) -> None:

@@ -55,18 +55,26 @@ def server(replay: JiraReplay) -> Iterator[ReplayServer]:
         yield running
 
 
-def _create(engine: Engine, url: str, *, api: str = "v2", token: str = "jira-pat-valid", name: str = "hadoop-jira") -> None:
+def _create(engine: Engine, url: str, *, api: str | None = "v2", token: str = "jira-pat-valid", name: str = "hadoop-jira", jql: str = "project = HADOOP") -> None:
+    connector = {"base_url": url, "personal_access_token": token, "jql": jql, **({"api": api} if api is not None else {})}
     with Session(engine) as session:
-        create_source(
-            session=session,
-            data=SourceCreate(name=name, kind="jira", connector={"base_url": url, "personal_access_token": token, "jql": "project = HADOOP", "api": api}),
-            secret_key=SECRET_KEY,
-            actor="test",
-        )
+        create_source(session=session, data=SourceCreate(name=name, kind="jira", connector=connector), secret_key=SECRET_KEY, actor="test")
 
 
-def _pull(engine: Engine, sleep: SleepRecorder | None = None, name: str = "hadoop-jira") -> Any:
-    with httpx.Client(timeout=0.5) as client:
+class Loopback(httpx.HTTPTransport):
+    """Sends every request to a loopback port, whatever host its URL names (a Cloud site's name)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
+        return super().handle_request(request)
+
+
+def _pull(engine: Engine, sleep: SleepRecorder | None = None, name: str = "hadoop-jira", transport: httpx.BaseTransport | None = None) -> Any:
+    with httpx.Client(timeout=0.5, transport=transport) as client:
         return pull_source(engine=engine, name=name, secret_key=SECRET_KEY, actor="test", client=client, sleep=sleep or SleepRecorder(), retry=RETRY)
 
 
@@ -215,6 +223,49 @@ def test_v3_token_paging_with_document_format_descriptions(engine: Engine, serve
     assert server.count("/rest/api/3/search/jql") >= 5
     item = next(iter(_items(engine).values()))
     assert "{'type'" not in item.input and '"type"' not in item.input
+
+
+def test_a_cloud_site_with_no_jql_pulls_through_the_bounded_enhanced_search(engine: Engine, server: ReplayServer, replay: JiraReplay) -> None:
+    """Jira Cloud answers 410 on the removed search endpoints and 400 on a query without a
+    restriction; a Cloud site's source with neither `api` nor `jql` still pulls everything."""
+    replay.cloud = True
+    replay.issues = replay.issues[:250]
+    port = int(server.url.rsplit(":", 1)[1])
+    _create(engine, f"http://acme.atlassian.net:{port}", api=None, jql="")
+    assert _pull(engine, transport=Loopback(port)).new == 250
+    searched = [request for request in server.requests if request.path.startswith("/rest/api/")]
+    assert {request.path for request in searched} == {"/rest/api/3/search/jql"}
+    assert all('updated >= "' in (request.param("jql") or "") for request in searched)
+    # The endpoints Cloud removed really are refused by the replay, as Cloud refuses them.
+    assert httpx.get(f"{server.url}/rest/api/2/search", headers={"Authorization": "Bearer jira-pat-valid"}).status_code == 410
+    unbounded = httpx.get(f"{server.url}/rest/api/3/search/jql", params={"jql": "ORDER BY updated ASC"}, headers={"Authorization": "Bearer jira-pat-valid"})
+    assert unbounded.status_code == 400 and "Unbounded JQL" in unbounded.text
+
+
+def test_v2_search_is_refused_for_a_cloud_site_and_chosen_for_a_server(engine: Engine) -> None:
+    from ingest.connectors.base import ConfigError
+    from ingest.connectors.jira import JiraConfig
+
+    with pytest.raises(ConfigError, match=r"Jira Cloud site.*410 Gone.*api: v3"):
+        JiraConnector.parse_config({"base_url": "https://acme.atlassian.net", "email": "ops@example.com", "api_token": "t", "api": "v2"})
+    cloud = JiraConnector.parse_config({"base_url": "https://acme.atlassian.net", "email": "ops@example.com", "api_token": "t"})
+    server = JiraConnector.parse_config({"base_url": "https://issues.example.org/jira", "personal_access_token": "t"})
+    assert isinstance(cloud, JiraConfig) and isinstance(server, JiraConfig)
+    assert (cloud.search_api, server.search_api) == ("v3", "v2")
+
+
+def test_a_null_description_from_jira_server_renders_as_nothing(engine: Engine) -> None:
+    """Jira Server answers `"description": null` for an issue without one (the vendor's shape,
+    tests/replay/vendor/jira_server_search.json): the default mapping's input holds no word `None`."""
+    answer = json.loads((Path(__file__).resolve().parents[1] / "replay" / "vendor" / "jira_server_search.json").read_text(encoding="utf-8"))
+    with serve(lambda request: Reply(json=answer)) as vendor:
+        _create(engine, vendor.url, jql="")
+        assert _pull(engine).new == 2
+    stored = _items(engine)
+    assert stored["OPS-231"].input == "Nightly backup job skips the archive volume"
+    assert stored["OPS-231"].reference == ""
+    assert stored["OPS-232"].reference.startswith("Resolution: Fixed")
+    assert all("None" not in f"{item.title}{item.input}{item.reference}" for item in stored.values())
 
 
 def test_adf_flattening() -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from ingest.connectors import pagerduty
-from ingest.connectors.base import AuthError, ConfigError, ConnectorContext, MalformedPage, RetryPolicy
+from ingest.connectors.base import AuthError, ConfigError, ConnectorContext, MalformedPage, RetryPolicy, TransientError
 from ingest.connectors.pagerduty import PagerDutyConnector, WindowCursor
 from ingest.dates import parse_incident_date
 from ingest.pull import PullProgress
@@ -352,3 +352,26 @@ def test_configuration_is_validated_and_the_key_never_shown(engine: Engine) -> N
     source = _source(engine)
     assert source.config["api_key"] == "***"
     assert "very-secret-pd-key" not in json.dumps(source.config) and "very-secret-pd-key" not in (source.connector_secret or "")
+
+
+def _rate_limited(reset: str) -> Reply:
+    """PagerDuty's own 429: its documented `ratelimit-*` headers (seconds until the window resets),
+    no `Retry-After`, and its error object."""
+    headers = {"ratelimit-limit": "960", "ratelimit-remaining": "0", "ratelimit-reset": reset}
+    return Reply(429, json={"error": {"message": "Rate Limit Exceeded", "code": 2020}}, headers=headers)
+
+
+def test_pagerdutys_ratelimit_reset_is_waited_for_and_a_longer_wait_than_allowed_stops_the_pull(engine: Engine, replay: PagerDutyReplay, plan: list[Planned]) -> None:
+    pages = _pages(plan)
+    with serve(replay, _numbered({pages[2]: _rate_limited("60")})) as server:
+        _create(engine, server.url, **RECENT)
+        sleep = SleepRecorder()
+        summary = _pull(engine, sleep)
+        assert summary.new == len(replay.between(RECENT_START, CLOCK)) and sleep.waits == [60.0]
+        # A reset past what a pull waits (an hour by default): the next pull stops at once, naming both waits.
+        asked = len(server.requests)
+        server.faults = {asked + 1: _rate_limited("7200")}
+        sleep = SleepRecorder()
+        with pytest.raises(TransientError, match="asks to wait 7200 s before the next request, more than the 3600 s a pull waits"):
+            _pull(engine, sleep)
+        assert sleep.waits == [] and len(server.requests) == asked + 1

@@ -29,6 +29,13 @@ TOKEN = "ghp_replayToken0123456789abcdefABCDEF0123"
 DOCS_ISSUES = "https://docs.github.com/rest/issues/issues#list-repository-issues"
 DOCS_RATE_LIMIT = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 ISO = "%Y-%m-%dT%H:%M:%SZ"
+NULL_LINKS_EVERY = 9
+def links_a_pull_request(issue: dict[str, Any]) -> bool:
+    """Whether an issues-list entry is a pull request: its `pull_request` object holds a link."""
+    links = issue.get("pull_request")
+    return isinstance(links, dict) and any(value for name, value in links.items() if name.endswith("url"))
+
+
 _STATE_REASON = {
     "Fixed": "completed",
     "Done": "completed",
@@ -175,6 +182,8 @@ class GitHubReplay:
             "closed_at": _jira_time(report["resolved"]) if closed and report.get("resolved") else None,
             "author_association": "CONTRIBUTOR",
             "active_lock_reason": None,
+            # Older answers (v3 before 2014) carried the key on plain issues too, every link null.
+            **({"pull_request": {"html_url": None, "diff_url": None, "patch_url": None}} if number % NULL_LINKS_EVERY == 0 else {}),
         }
 
     @staticmethod
@@ -202,18 +211,25 @@ class GitHubReplay:
             "author_association": "CONTRIBUTOR",
             "active_lock_reason": None,
             "draft": False,
-            "pull_request": {"merged_at": merged},
+            "pull_request": {
+                "url": f"https://api.github.com/repos/apache/hadoop/pulls/{number}",
+                "html_url": f"https://github.com/apache/hadoop/pull/{number}",
+                "diff_url": f"https://github.com/apache/hadoop/pull/{number}.diff",
+                "patch_url": f"https://github.com/apache/hadoop/pull/{number}.patch",
+                "merged_at": merged,
+            },
         }
 
     # -- what tests look at and change -----------------------------------------------------------
 
     @property
     def pull_request_numbers(self) -> set[int]:
-        return {number for number, issue in self.issues.items() if "pull_request" in issue}
+        return {number for number, issue in self.issues.items() if links_a_pull_request(issue)}
 
     @property
     def issue_numbers(self) -> set[int]:
-        return {number for number, issue in self.issues.items() if "pull_request" not in issue}
+        """Plain issues, those whose `pull_request` key has only null links among them."""
+        return {number for number, issue in self.issues.items() if not links_a_pull_request(issue)}
 
     def ordered(self) -> list[dict[str, Any]]:
         """Every issue and pull request as `sort=updated&direction=asc` lists them."""
@@ -363,7 +379,7 @@ class GitHubReplay:
     def render(self, issue: dict[str, Any], host: str) -> dict[str, Any]:
         api = f"http://{host}/repos/{self.owner}/{self.repo}"
         number = issue["number"]
-        kind = "pull" if "pull_request" in issue else "issues"
+        kind = "pull" if links_a_pull_request(issue) else "issues"
         rendered = {
             "url": f"{api}/issues/{number}",
             "repository_url": api,
@@ -374,12 +390,12 @@ class GitHubReplay:
             **json.loads(json.dumps(issue)),
         }
         rendered["labels"] = [{**label, "url": f"{api}/labels/{label['name'].replace(' ', '%20')}"} for label in issue["labels"]]
-        if "pull_request" in issue:
+        if links_a_pull_request(issue):
             rendered["pull_request"] = {
+                **issue["pull_request"],
                 "url": f"{api}/pulls/{number}",
                 "html_url": f"https://github.com/{self.owner}/{self.repo}/pull/{number}",
                 "diff_url": f"https://github.com/{self.owner}/{self.repo}/pull/{number}.diff",
                 "patch_url": f"https://github.com/{self.owner}/{self.repo}/pull/{number}.patch",
-                **issue["pull_request"],
             }
         return rendered

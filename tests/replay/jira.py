@@ -16,6 +16,13 @@ from tests.replay.server import Reply, Request
 JIRA_TIME = "%Y-%m-%dT%H:%M:%S.000+0000"
 _UPDATED_CLAUSE = re.compile(r'updated >= "(\d{4}/\d{2}/\d{2} \d{2}:\d{2})"')
 MAX_RESULTS = 100
+_ORDER_BY = re.compile(r"\border\s+by\b", re.IGNORECASE)
+# Jira Cloud's answers (errorMessages) to a removed search endpoint (410) and an unbounded query (400).
+REMOVED = (
+    "The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. "
+    "A full migration guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046"
+)
+UNBOUNDED = "Unbounded JQL queries are not allowed here. Please add a search restriction to your query."
 
 
 def jira_time(value: datetime) -> str:
@@ -71,6 +78,8 @@ class JiraReplay:
     issues: list[dict[str, Any]]
     token: str = "jira-pat-valid"
     expired: bool = False
+    # A Cloud site: the search endpoints Atlassian removed in 2025 answer 410 Gone.
+    cloud: bool = False
     requests_seen: int = 0
     broken_keys: set[str] = field(default_factory=set)
 
@@ -102,6 +111,11 @@ class JiraReplay:
         if self.expired or request.headers.get("authorization") != f"Bearer {self.token}":
             return Reply(401, json={"errorMessages": ["You are not authenticated. Authentication required to perform this operation."], "errors": {}})
         jql = request.param("jql", "") or ""
+        if self.cloud and request.path in ("/rest/api/2/search", "/rest/api/3/search"):
+            return Reply(410, json={"errorMessages": [REMOVED], "errors": {}})
+        if request.path == "/rest/api/3/search/jql" and not _ORDER_BY.split(jql)[0].strip():
+            # Cloud's enhanced search refuses a query without a restriction.
+            return Reply(400, json={"errorMessages": [UNBOUNDED], "errors": {}})
         limit = min(int(request.param("maxResults", "50") or 50), MAX_RESULTS)
         matching = self._matching(jql)
         if request.path == "/rest/api/2/search":

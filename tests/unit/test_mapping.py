@@ -132,3 +132,22 @@ def test_records_with_a_self_field_render() -> None:
     # Jira issues carry a `self` URL; in Jinja2 `self` is the template itself, so it is reached as record['self'].
     mapping = CompiledMapping(parse_mapping({"input": "{{ record['self'] }} {{ class }}"}))
     assert mapping.apply({"external_id": "1", "occurred_at": "2024-01-01", "self": "a", "class": "b"}, now=NOW).input == "a b"
+
+
+def test_a_null_field_renders_as_nothing_in_any_template() -> None:
+    """Vendors send `null` for an unset field (Jira's description, PagerDuty's priority): printed,
+    joined, concatenated or tested it behaves as a missing field, never as the word `None`."""
+    mapping = CompiledMapping(
+        parse_mapping(
+            {
+                "title": "{{ summary }}{{ record['environment'] }}",
+                "input": "{{ summary }}\n\n{{ description }}{{ ' / ' ~ component.name }}",
+                "reference": "{% if resolution %}Resolved: {{ resolution.name }}{% else %}{{ resolution | default('open') }}{% endif %} {{ labels | join(',') }}",
+            }
+        )
+    )
+    record: dict[str, object] = {"external_id": "J-1", "occurred_at": "2024-01-01", "summary": "s", "labels": ["a", None]}
+    record.update(dict.fromkeys(("description", "environment", "component", "resolution")))
+    mapped = mapping.apply(record, now=NOW)
+    assert (mapped.title, mapped.input, mapped.reference) == ("s", "s\n\n /", "open a,")
+    assert mapping.apply({**record, "resolution": {"name": "Fixed"}}, now=NOW).reference == "Resolved: Fixed a,"
