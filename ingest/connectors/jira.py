@@ -24,7 +24,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, MalformedPage, Page
 from ingest.connectors.http import json_body, send
-from ingest.connectors.keyset import KeysetCursor
+from ingest.connectors.keyset import KeysetCursor, SearchPage, walk
 from ingest.dates import IncidentDateError, parse_incident_date
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
@@ -159,10 +159,10 @@ class JiraConnector(Connector[JiraConfig]):
             return None
         return updated.astimezone(ZoneInfo(self.config.timezone)).strftime(JQL_MINUTE)
 
-    def _search(self, jql: str, start_at: int, token: str | None) -> tuple[list[Any], int | None, bool, str | None]:
-        """One search page: (issues, total if known, whether it is the last page, next page token)."""
+    def _search(self, since: str | None, start_at: int, token: str | None) -> SearchPage:
+        """One search page of issues updated at or after `since` (JQL minutes)."""
         config = self.config
-        params: dict[str, Any] = {"jql": jql, "maxResults": config.page_size, "fields": ",".join(config.fields)}
+        params: dict[str, Any] = {"jql": self._jql(since), "maxResults": config.page_size, "fields": ",".join(config.fields)}
         api = config.search_api
         if api == "v2":
             params["startAt"] = start_at
@@ -179,49 +179,17 @@ class JiraConnector(Connector[JiraConfig]):
             total = body.get("total")
             if not isinstance(total, int):
                 raise MalformedPage("Jira search answer has no integer 'total'")
-            return issues, total, start_at + len(issues) >= total or not issues, None
+            return SearchPage(issues, total, start_at + len(issues) >= total or not issues)
         next_token = body.get("nextPageToken")
         is_last = bool(body.get("isLast", not next_token)) or not issues
-        return issues, None, is_last, next_token if isinstance(next_token, str) else None
+        return SearchPage(issues, None, is_last, next_token if isinstance(next_token, str) else None)
 
     def _key(self, issue: object) -> str:
         return str(issue.get("key", issue.get("id"))) if isinstance(issue, dict) else repr(issue)[:64]
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
-        position = KeysetCursor.loads(cursor)
-        recheck: str | None = None  # a minute whose issues are being read again before the cursor passes it
-        while True:
-            # A fresh keyset query from the cursor. Offsets are only followed while the cursor
-            # stands still: when more issues share its minute than fit on a page.
-            start = position.since
-            jql, start_at, token = self._jql(start), 0, None
-            found = again = False
-            while True:
-                issues, total, is_last, token = self._search(jql, start_at, token)
-                fresh = [issue for issue in issues if not position.is_seen(self._boundary(issue), self._key(issue))]
-                found = found or any(self._boundary(issue) == start for issue in fresh)
-                if start_at > 0 and start is not None:
-                    held = [issue for issue in fresh if (boundary := self._boundary(issue)) is None or boundary <= start]
-                    if len(held) < len(fresh) and (recheck != start or found):
-                        # Offsets were followed through the minute `start`: an issue edited meanwhile
-                        # moves to the end and slides a later one under the offset. Read that minute
-                        # again (until a reading finds nothing new) before the cursor passes it.
-                        if held:
-                            position = position.advance((self._boundary(issue), self._key(issue)) for issue in held)
-                            yield self._page(held, start_at, position, total)
-                        recheck, again = start, True
-                        break
-                if fresh:
-                    position = position.advance((self._boundary(issue), self._key(issue)) for issue in fresh)
-                    yield self._page(fresh, start_at, position, total)
-                if is_last:
-                    break
-                start_at += len(issues)
-                if fresh and position.since != start:
-                    again = True
-                    break
-            if not again:
-                return
+        for batch in walk(KeysetCursor.loads(cursor), self._search, self._boundary, self._key):
+            yield self._page(batch.records, batch.start, batch.cursor, batch.total)
 
     def _page(self, issues: list[Any], start_at: int, position: KeysetCursor, total: int | None) -> Page:
         return Page(records=[self._record(issue, start_at + index) for index, issue in enumerate(issues)], cursor=position.dumps(), total=total)

@@ -14,6 +14,7 @@ BUILTIN = {
     "jira": "ingest.connectors.jira:JiraConnector",
     "github": "ingest.connectors.github:GitHubConnector",
     "pagerduty": "ingest.connectors.pagerduty:PagerDutyConnector",
+    "servicenow": "ingest.connectors.servicenow:ServiceNowConnector",
 }
 
 

@@ -91,8 +91,8 @@ def test_sources_api_creates_pulls_and_reports_state(live_server: LiveServer, ji
     with live_server.client("admin") as admin, live_server.client("ingest") as ingester, live_server.client("read") as reader:
         bad = admin.post("/v1/sources", json={"name": "j", "kind": "jira", "connector": {"base_url": jira.url}})
         assert bad.status_code == 422 and "personal_access_token" in bad.json()["detail"]
-        unknown = admin.post("/v1/sources", json={"name": "j", "kind": "servicenow", "connector": {}})
-        assert unknown.status_code == 422 and "registered: github, jira, pagerduty" in unknown.json()["detail"]
+        unknown = admin.post("/v1/sources", json={"name": "j", "kind": "zendesk", "connector": {}})
+        assert unknown.status_code == 422 and "registered: github, jira, pagerduty, servicenow" in unknown.json()["detail"]
         created = admin.post("/v1/sources", json={"name": "j", "kind": "jira", "connector": _connector(jira.url), "pull_interval_seconds": 3600})
         assert created.status_code == 201, created.text
         assert created.json()["config"]["personal_access_token"] == "***"

@@ -34,9 +34,9 @@ def installed_plugin(tmp_path: Path) -> Iterator[None]:
 
 
 def test_builtin_kinds() -> None:
-    assert {"jira", "github", "pagerduty"} <= set(connector_kinds())
+    assert {"jira", "github", "pagerduty", "servicenow"} <= set(connector_kinds())
     with pytest.raises(UnknownConnector, match="registered: "):
-        connector_class("servicenow")
+        connector_class("zendesk")
 
 
 def test_a_plugin_connector_is_discovered_and_pulled(installed_plugin: None, engine: Engine) -> None:

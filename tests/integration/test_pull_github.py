@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
 from service.sources.definitions import create_source, get_source, update_source
 from service.sources.pulls import pull_source
+from tests.replay.clock import VirtualTime
 from tests.replay.github import TOKEN, GitHubReplay, links_a_pull_request
 from tests.replay.server import Delay, Fault, Reply, Reset
 
@@ -35,27 +35,6 @@ REDACTED = re.compile(r"<[A-Z0-9_]+>")
 RETRY = RetryPolicy(max_attempts=4, initial_wait_seconds=0.25, max_backoff_seconds=2.0, jitter_seconds=0.1)
 
 
-class VirtualTime:
-    """A clock that only moves when something sleeps on it; every sleep is recorded, none is real."""
-
-    def __init__(self, start: datetime = START) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-        self.sleeps: list[float] = []
-
-    def now(self) -> datetime:
-        with self._lock:
-            return self._now
-
-    def epoch(self) -> float:
-        return self.now().timestamp()
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self._now += timedelta(seconds=seconds)
-
-
 @pytest.fixture
 def reports(shared_data: Path) -> Path:
     return shared_data / "gitbugs_hadoop" / "reports.jsonl"
@@ -63,7 +42,7 @@ def reports(shared_data: Path) -> Path:
 
 @pytest.fixture
 def time() -> VirtualTime:
-    return VirtualTime()
+    return VirtualTime(START)
 
 
 def _connector(base_url: str, **options: Any) -> dict[str, Any]:

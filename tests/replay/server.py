@@ -56,12 +56,16 @@ Handler = Callable[[Request], Reply]
 
 class ReplayServer:
     """Serves `handler` on a free loopback port. `faults[n]` replaces or delays the n-th request
-    (1-based, counted over all requests); `requests` logs what arrived."""
+    (1-based, counted over all requests); `aim(is_page, faults)` does the same for the n-th request
+    that `is_page` picks out (a retried request counts again); `requests` logs what arrived."""
 
     def __init__(self, handler: Handler, faults: dict[int, Fault] | None = None) -> None:
         self.handler = handler
         self.faults: dict[int, Fault] = dict(faults or {})
         self.requests: list[Request] = []
+        self.picked: Callable[[Request], bool] = lambda request: False
+        self.picked_faults: dict[int, Fault] = {}
+        self.picked_count = 0
         self._lock = threading.Lock()
         replay = self
 
@@ -87,6 +91,9 @@ class ReplayServer:
                 with replay._lock:
                     replay.requests.append(request)
                     fault = replay.faults.pop(len(replay.requests), None)
+                    if replay.picked(request):
+                        replay.picked_count += 1
+                        fault = replay.picked_faults.pop(replay.picked_count, fault)
                 if isinstance(fault, Reset):
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.close_connection = True
@@ -122,6 +129,11 @@ class ReplayServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def aim(self, is_page: Callable[[Request], bool], faults: dict[int, Fault]) -> None:
+        """From now on, `faults[n]` hits the n-th request (counted from now) that `is_page` picks."""
+        with self._lock:
+            self.picked, self.picked_faults, self.picked_count = is_page, dict(faults), 0
 
     def count(self, path: str) -> int:
         return sum(1 for request in self.requests if request.path == path)
