@@ -13,7 +13,9 @@ ENTRY_POINT_GROUP = "goldenset.connectors"
 BUILTIN = {
     "jira": "ingest.connectors.jira:JiraConnector",
     "github": "ingest.connectors.github:GitHubConnector",
+    "opsgenie": "ingest.connectors.opsgenie:OpsgenieConnector",
     "pagerduty": "ingest.connectors.pagerduty:PagerDutyConnector",
+    "sentry": "ingest.connectors.sentry:SentryConnector",
     "servicenow": "ingest.connectors.servicenow:ServiceNowConnector",
 }
 

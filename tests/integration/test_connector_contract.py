@@ -90,7 +90,8 @@ def test_a_5xx_the_vendors_own_429_a_timeout_and_a_reset_are_retried(engine: Eng
     assert (summary.new, summary.rejected) == (len(case.expected), 0)
     _stored_once(engine, case)
     assert server.picked_faults == {}  # every fault was served
-    assert case.rate_wait in case.clock.sleeps or case.rate_wait + 1 in case.clock.sleeps  # the vendor's wait honoured (GitHub adds a second to a reset)
+    # The vendor's wait honoured (a reset in epoch seconds is read against the moving clock, plus a margin).
+    assert any(case.rate_wait - 5 <= wait <= case.rate_wait + 2 for wait in case.clock.sleeps), case.clock.sleeps
 
 
 def test_a_page_without_its_array_stops_the_pull_and_keeps_the_pages_before(engine: Engine, case: VendorCase, server: ReplayServer) -> None:
@@ -150,6 +151,6 @@ def test_a_record_edited_during_a_pull_ends_in_its_final_state_and_none_is_skipp
     _pull(engine, case)
     _pull(engine, case)  # a vendor that lists by creation time reads its recent records again
     items = _stored_once(engine, case)
-    assert edited and items[target].title == title
-    if case.kind != "pagerduty":  # read on the first page, before the edit, then read again
+    assert edited and items[target].title.endswith("(edited while the pull ran)")  # (as redacted)
+    if case.kind not in ("pagerduty", "sentry"):  # read on the first page, before the edit, then read again
         assert items[target].revision == 2

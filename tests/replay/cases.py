@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.replay import github, jira, pagerduty, servicenow
+from tests.replay import github, jira, opsgenie, pagerduty, sentry, servicenow
 from tests.replay.clock import VirtualTime
 from tests.replay.server import Handler, Reply, Request
 
@@ -207,7 +207,86 @@ def servicenow_case(shared: Path, count: int = 300) -> VendorCase:
     )
 
 
+def opsgenie_case(shared: Path) -> VendorCase:
+    clock = VirtualTime(datetime(2025, 9, 1, tzinfo=UTC))
+    alerts = opsgenie.openstack_alerts(shared / "loghub_2k" / "OpenStack" / "OpenStack_2k.log_structured.csv")
+    replay = opsgenie.OpsgenieReplay(alerts, opsgenie.blocker_incidents(_gitbugs(shared)))
+    everything = {**replay.alerts, **replay.incidents}
+
+    def refuse() -> None:
+        replay.keys.clear()
+
+    def broken() -> str:
+        alert = alerts[len(alerts) // 2]
+        alert.broken = True
+        return str(alert.data["id"])
+
+    return VendorCase(
+        kind="opsgenie",
+        handler=replay,
+        config=lambda url: {"api_key": "og-api-key-valid", "base_url": url, "limit": 50},
+        expected={identifier: entity.created for identifier, entity in everything.items()},
+        is_page=lambda request: request.path in ("/v2/alerts", "/v1/incidents"),
+        server_error=opsgenie.error(500, "Internal Server Error"),
+        # Opsgenie's throttling answer names its window in X-RateLimit-Period-In-Sec, with no Retry-After.
+        rate_limited=Reply(
+            429,
+            json={"message": "You are making too many requests!", "took": 0.001, "requestId": "4f3c7a52-8d6e-4f7c-a1c8-2d0b3f9e6a11"},
+            headers={"X-RateLimit-State": "THROTTLED", "X-RateLimit-Reason": "ACCOUNT", "X-RateLimit-Period-In-Sec": "60"},
+        ),
+        rate_wait=60.0,
+        missing_array=Reply(json={"took": 0.01, "requestId": "0b5f3c7a-52d8-4e6f-9c1a-8d2e0b3f9e6b"}),
+        refuse_credentials=refuse,
+        break_record=broken,
+        edit=lambda identifier, title, at: replay.edit(identifier, message=title, at=at),
+        edit_target=min(alerts, key=lambda alert: (alert.updated, alert.data["id"])).data["id"],  # on the first page
+        title_of=lambda identifier: str(everything[identifier].data["message"]),
+        clock=clock,
+    )
+
+
+def sentry_case(shared: Path) -> VendorCase:
+    clock = VirtualTime(datetime(2025, 9, 1, tzinfo=UTC))
+    issues = sentry.hadoop_issues(_gitbugs(shared))
+    replay = sentry.SentryReplay(issues, clock=clock.now())
+    token = next(iter(replay.tokens))
+
+    def refuse() -> None:
+        replay.tokens.clear()
+
+    def broken() -> str:
+        issue = issues[len(issues) // 2]
+        issue.broken = True
+        return str(issue.data["id"])
+
+    return VendorCase(
+        kind="sentry",
+        handler=replay,
+        config=lambda url: {"auth_token": token, "organization": sentry.ORG, "base_url": url, "page_size": 50},
+        expected={issue.data["id"]: issue.first_seen for issue in issues},
+        is_page=lambda request: request.path == f"/api/0/organizations/{sentry.ORG}/issues/",
+        server_error=sentry.detail(500, "Internal Error"),
+        # Sentry's 429 names no Retry-After: its window resets at X-Sentry-Rate-Limit-Reset (epoch seconds).
+        rate_limited=Reply(
+            429,
+            json={"detail": "You are attempting to use this endpoint too frequently. Limit is 40 requests in 1 seconds"},
+            headers={"X-Sentry-Rate-Limit-Limit": "40", "X-Sentry-Rate-Limit-Remaining": "0", "X-Sentry-Rate-Limit-Reset": str(int(clock.epoch()) + 30)},
+        ),
+        rate_wait=30.0,
+        missing_array=Reply(json={"issues": []}),
+        refuse_credentials=refuse,
+        break_record=broken,
+        # Sentry has no update time: an issue first seen within the lookback is read again every pull.
+        edit=lambda issue_id, title, at: replay.edit(issue_id, title=title),
+        edit_target=max(issues, key=lambda issue: issue.first_seen).data["id"],
+        title_of=lambda issue_id: str(replay.issues[issue_id].data["title"]),
+        clock=clock,
+    )
+
+
 CASES: dict[str, Callable[[Path], VendorCase]] = {
+    "sentry": sentry_case,
+    "opsgenie": opsgenie_case,
     "jira": jira_case,
     "github": github_case,
     "pagerduty": pagerduty_case,
