@@ -13,6 +13,7 @@ ENTRY_POINT_GROUP = "goldenset.connectors"
 BUILTIN = {
     "jira": "ingest.connectors.jira:JiraConnector",
     "github": "ingest.connectors.github:GitHubConnector",
+    "incidentio": "ingest.connectors.incidentio:IncidentIoConnector",
     "opsgenie": "ingest.connectors.opsgenie:OpsgenieConnector",
     "pagerduty": "ingest.connectors.pagerduty:PagerDutyConnector",
     "sentry": "ingest.connectors.sentry:SentryConnector",

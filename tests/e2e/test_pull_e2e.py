@@ -92,7 +92,7 @@ def test_sources_api_creates_pulls_and_reports_state(live_server: LiveServer, ji
         bad = admin.post("/v1/sources", json={"name": "j", "kind": "jira", "connector": {"base_url": jira.url}})
         assert bad.status_code == 422 and "personal_access_token" in bad.json()["detail"]
         unknown = admin.post("/v1/sources", json={"name": "j", "kind": "zendesk", "connector": {}})
-        assert unknown.status_code == 422 and "registered: github, jira, pagerduty, servicenow" in unknown.json()["detail"]
+        assert unknown.status_code == 422 and "registered: github, incidentio, jira, opsgenie, pagerduty, sentry, servicenow" in unknown.json()["detail"]
         created = admin.post("/v1/sources", json={"name": "j", "kind": "jira", "connector": _connector(jira.url), "pull_interval_seconds": 3600})
         assert created.status_code == 201, created.text
         assert created.json()["config"]["personal_access_token"] == "***"

@@ -34,7 +34,7 @@ def installed_plugin(tmp_path: Path) -> Iterator[None]:
 
 
 def test_builtin_kinds() -> None:
-    assert {"jira", "github", "pagerduty", "servicenow"} <= set(connector_kinds())
+    assert {"jira", "github", "pagerduty", "servicenow", "opsgenie", "sentry", "incidentio"} <= set(connector_kinds())
     with pytest.raises(UnknownConnector, match="registered: "):
         connector_class("zendesk")
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.replay import github, jira, opsgenie, pagerduty, sentry, servicenow
+from tests.replay import github, incidentio, jira, opsgenie, pagerduty, sentry, servicenow
 from tests.replay.clock import VirtualTime
 from tests.replay.server import Handler, Reply, Request
 
@@ -284,7 +284,54 @@ def sentry_case(shared: Path) -> VendorCase:
     )
 
 
+def incidentio_case(shared: Path) -> VendorCase:
+    clock = VirtualTime(datetime(2025, 9, 1, tzinfo=UTC))
+    incidents = incidentio.hadoop_incidents(_gitbugs(shared))
+    replay = incidentio.IncidentIoReplay(incidents)
+
+    def refuse() -> None:
+        replay.keys.clear()
+
+    def broken() -> str:
+        incident = incidents[len(incidents) // 2]
+        incident.broken = True
+        return str(incident.data["reference"])
+
+    def reported(incident: incidentio.Incident) -> datetime:
+        value = incident.data["incident_timestamp_values"][0]["value"]["value"]
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+    return VendorCase(
+        kind="incidentio",
+        handler=replay,
+        config=lambda url: {"api_key": "inc-io-api-key-valid", "base_url": url, "page_size": 25},
+        expected={incident.data["reference"]: reported(incident) for incident in incidents},
+        is_page=lambda request: request.path == "/v2/incidents",
+        server_error=incidentio.problem(500, "api_error", "internal_error", "Something went wrong."),
+        rate_limited=Reply(
+            429,
+            json={
+                "type": "too_many_requests",
+                "status": 429,
+                "request_id": "b839a403-7704-41c1-bf6a-39a2d68caefa",
+                "rate_limit": {"name": "api_key_name", "limit": 1200, "remaining": 0, "retry_after": "2025-09-01T00:00:20Z"},
+                "errors": [{"code": "too_many_requests", "message": "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests."}],
+            },
+            headers={"Retry-After": "20", "X-RateLimit-Limit": "1200", "X-RateLimit-Remaining": "0"},
+        ),
+        rate_wait=20.0,
+        missing_array=Reply(json={"pagination_meta": {"page_size": 25}}),
+        refuse_credentials=refuse,
+        break_record=broken,
+        edit=lambda reference, title, at: replay.edit(reference, name=title, at=at),
+        edit_target=min(incidents, key=lambda incident: (incident.created, incident.data["id"])).data["reference"],  # on the first page
+        title_of=lambda reference: str(replay.by_reference(reference).data["name"]),
+        clock=clock,
+    )
+
+
 CASES: dict[str, Callable[[Path], VendorCase]] = {
+    "incidentio": incidentio_case,
     "sentry": sentry_case,
     "opsgenie": opsgenie_case,
     "jira": jira_case,
