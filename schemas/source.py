@@ -25,6 +25,10 @@ class SourceKind(StrEnum):
     JIRA = "jira"
     GITHUB = "github"
     PAGERDUTY = "pagerduty"
+    SERVICENOW = "servicenow"
+    OPSGENIE = "opsgenie"
+    SENTRY = "sentry"
+    INCIDENTIO = "incidentio"
     REFERENCE = "reference"
 
 

@@ -172,7 +172,9 @@ def reference_add(
 def source_create(
     name: Annotated[str, typer.Argument(help="Source name.")],
     mapping: Annotated[Path | None, typer.Option("--mapping", help="Mapping file; default: the connector's, or the native item shape.")] = None,
-    kind: Annotated[str, typer.Option("--kind", help="push, file, or a connector kind (jira, github, pagerduty, ...).")] = SourceKind.PUSH.value,
+    kind: Annotated[
+        str, typer.Option("--kind", help="push, file, or a connector kind (jira, github, pagerduty, servicenow, opsgenie, sentry, incidentio, ...).")
+    ] = SourceKind.PUSH.value,
     connector: Annotated[Path | None, typer.Option("--connector", help="YAML or JSON file with the connector configuration, credentials included.")] = None,
     interval: Annotated[int | None, typer.Option("--interval", help="Pull every N seconds (connector sources).")] = None,
 ) -> None:
