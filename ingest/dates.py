@@ -63,6 +63,18 @@ def parse_date_text(text: str) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def read_time(value: object) -> datetime | None:
+    """An ISO 8601 time as vendor APIs write it (`Z` or an offset; none means UTC) as a tz-aware
+    UTC datetime, or None when `value` is not one (no error: a connector decides what that means)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def _from_epoch(number: float) -> datetime:
     seconds = number / 1000 if abs(number) >= EPOCH_MILLISECONDS_THRESHOLD else number
     try:

@@ -24,6 +24,7 @@ import platform
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,10 @@ ROUNDS = 3
 FP32_FAMILY = ("torch", "onnx", "openvino")
 
 
+@cache
 def machine_facts() -> dict[str, Any]:
     """What makes one backend faster than another here: the CPU (model and instruction sets), how
-    many cores, and the libraries' versions."""
+    many cores, and the libraries' versions (read once per process: they do not change)."""
     cpu, flags = "", ""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
@@ -93,10 +95,9 @@ def machine_choice(path: str | Path | None = None, *, max_seq_length: int = DEFA
     model_path = model_folder(path)
     facts = machine_facts()
     candidates = _record_path(model_path, facts, max_seq_length, cache_dir)
-    for record in candidates:
-        choice = _read_choice(record)
-        if choice is not None:
-            return choice
+    recorded = _first_recorded(candidates)
+    if recorded is not None:
+        return recorded
     failures = []
     for record in candidates:
         try:
@@ -121,8 +122,12 @@ def machine_choice(path: str | Path | None = None, *, max_seq_length: int = DEFA
 
 def recorded_choice(path: str | Path | None = None, *, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> EmbeddingBackend | None:
     """`machine_choice` when it was measured on this machine before; None otherwise (nothing is measured)."""
-    model_path = model_folder(path)
-    for record in _record_path(model_path, machine_facts(), max_seq_length, cache_dir):
+    return _first_recorded(_record_path(model_folder(path), machine_facts(), max_seq_length, cache_dir))
+
+
+def _first_recorded(records: list[Path]) -> EmbeddingBackend | None:
+    """The choice of the first of `records` that holds one."""
+    for record in records:
         choice = _read_choice(record)
         if choice is not None:
             return choice

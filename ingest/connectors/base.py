@@ -32,6 +32,11 @@ class MalformedPage(ConnectorError):
     """A page did not have the vendor's documented shape; its cursor is not stored."""
 
 
+def unreadable_cursor(text: str) -> MalformedPage:
+    """The error for a stored cursor a connector cannot read, saying how to start over."""
+    return MalformedPage(f"the stored cursor {text[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true")
+
+
 class TransientError(ConnectorError):
     """Retries were exhausted on timeouts, resets, 5xx or 429; the next pull starts where this one stopped."""
 

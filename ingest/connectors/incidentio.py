@@ -17,7 +17,7 @@ first). Auth is a bearer API key with `incidents.view`. A 429's `Retry-After` is
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import Any, ClassVar, Literal
 from urllib.parse import quote
 
@@ -25,6 +25,7 @@ from pydantic import Field, SecretStr
 
 from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, MalformedPage, Page
 from ingest.connectors.http import json_body, send
+from ingest.connectors.mark import TimeMark
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
 
@@ -46,16 +47,6 @@ class IncidentIoConfig(ConnectorConfig):
     page_size: int = Field(default=100, ge=1, le=250)
     include_postmortems: bool = Field(default=True, description="Fetch each postmortem's content as the incident's reference answer.")
     include_updates: bool = Field(default=True, description="Without a postmortem, use a closed incident's updates as its reference answer.")
-
-
-def _moment(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def timestamp_value(incident: dict[str, Any], name: str) -> str | None:
@@ -107,33 +98,28 @@ class IncidentIoConnector(Connector[IncidentIoConfig]):
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
         config = self.config
-        mark = _moment(cursor) if cursor else None
-        if cursor and mark is None:
-            raise MalformedPage(f"the stored cursor {cursor[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true")
+        mark = TimeMark.loads(cursor)
         started = self.context.clock().astimezone(UTC)
         params: dict[str, Any] = {"page_size": config.page_size, "sort_by": "created_at_oldest_first", "mode[one_of]": list(config.modes)}
-        if mark is not None:
-            params["updated_at[gte]"] = mark.date().isoformat()  # whole days: the day of the mark is read again
+        if mark.since is not None:
+            params["updated_at[gte]"] = mark.since.date().isoformat()  # whole days: the day of the mark is read again
         if config.status_categories:
             params["status_category[one_of]"] = list(config.status_categories)
-        newest, read, after = mark, 0, None
+        read, after = 0, None
         while True:
             body = self._get("/v2/incidents", {**params, **({"after": after} if after else {})})
             if not isinstance(body, dict) or not isinstance(body.get("incidents"), list):
                 keys = sorted(body)[:10] if isinstance(body, dict) else type(body).__name__
                 raise MalformedPage(f"{VENDOR} incidents answer after {after or 'the start'} has no 'incidents' array (keys: {keys})")
             incidents: list[Any] = body["incidents"]
-            for incident in incidents:
-                updated = _moment(incident.get("updated_at")) if isinstance(incident, dict) else None
-                if updated is not None and (newest is None or updated > newest):
-                    newest = updated
+            mark.see(incident.get("updated_at") for incident in incidents if isinstance(incident, dict))
             records = [self._record(incident, read + index) for index, incident in enumerate(incidents)]
             read += len(incidents)
             meta = body.get("pagination_meta")
             following = meta.get("after") if isinstance(meta, dict) else None
             last = not incidents or not isinstance(following, str) or not following
-            moved = min(newest, started - SKEW) if newest is not None else None
-            yield Page(records=records, cursor=moved.isoformat() if last and moved is not None and (mark is None or moved > mark) else (cursor or ""))
+            moved = mark.moved(ceiling=started - SKEW) if last else None
+            yield Page(records=records, cursor=moved.isoformat() if moved else (cursor or ""))
             if last:
                 return
             after = following

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.connectors.base import MalformedPage
+from ingest.connectors.base import unreadable_cursor
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class KeysetCursor:
             data = json.loads(text)
             return cls(since=data["since"], seen=frozenset(str(value) for value in data.get("seen", [])))
         except (ValueError, KeyError, TypeError) as exc:
-            raise MalformedPage(f"the stored cursor {text[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true") from exc
+            raise unreadable_cursor(text) from exc
 
     def dumps(self) -> str:
         return json.dumps({"since": self.since, "seen": sorted(self.seen)}, separators=(",", ":"))

@@ -27,9 +27,11 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorError, MalformedPage, Page
+from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorError, MalformedPage, Page, unreadable_cursor
 from ingest.connectors.http import json_body, send
 from ingest.connectors.keyset import KeysetCursor, SearchPage, walk
+from ingest.connectors.mark import TimeMark
+from ingest.dates import read_time
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
 
@@ -72,24 +74,13 @@ class OpsgenieConfig(ConnectorConfig):
         return self.base_url or HOSTS[self.region]
 
 
-def _moment(text: object) -> datetime | None:
-    """An Opsgenie time (ISO 8601, UTC, 0 to 3 fractional digits) as a datetime, None when unreadable."""
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def _millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
 def _boundary(text: object) -> str | None:
     """A time as the alerts cursor keeps it: to the millisecond, fixed width, ordered as text."""
-    moment = _moment(text)
+    moment = read_time(text)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z" if moment else None
 
 
@@ -109,7 +100,7 @@ class Cursor:
             data = json.loads(text)
             return cls(alerts=KeysetCursor.loads(json.dumps(data["alerts"])) if data.get("alerts") else KeysetCursor(), incidents_since=data.get("incidents_since"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MalformedPage(f"the stored cursor {text[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true") from exc
+            raise unreadable_cursor(text) from exc
 
     def dumps(self) -> str:
         return json.dumps({"alerts": json.loads(self.alerts.dumps()), "incidents_since": self.incidents_since}, separators=(",", ":"))
@@ -189,30 +180,23 @@ class OpsgenieConnector(Connector[OpsgenieConfig]):
             yield from self._incidents(position)
 
     def _alerts(self, since: str | None, offset: int, token: str | None) -> SearchPage:
-        moment = _moment(since)
+        moment = read_time(since)
         records, more = self._list("/v2/alerts", self._query(_millis(moment) if moment else None), offset, "updatedAt")
         return SearchPage(records, None, not more)
 
     def _incidents(self, position: Cursor) -> Iterator[Page]:
         started = self.context.clock()
-        mark = _moment(position.incidents_since)
-        query = self._query(_millis(mark) if mark else 0)  # Opsgenie requires a query for incidents
-        newest: datetime | None = None
+        mark = TimeMark(read_time(position.incidents_since))
+        query = self._query(_millis(mark.since) if mark.since else 0)  # Opsgenie requires a query for incidents
         offset, more = 0, True
         while more:
             incidents, more = self._list("/v1/incidents", query, offset, "createdAt")
-            for incident in incidents:
-                updated = _moment(incident.get("updatedAt")) if isinstance(incident, dict) else None
-                if updated is not None and (newest is None or updated > newest):
-                    newest = updated
+            mark.see(incident.get("updatedAt") for incident in incidents if isinstance(incident, dict))
             records = [self._record(incident, "incident", offset + index) for index, incident in enumerate(incidents)]
             offset += len(incidents)
-            after = position
-            if not more and newest is not None:
-                # Never past the pull's start (less a margin for skew): an incident edited meanwhile is read again.
-                moved = min(newest, started.astimezone(UTC) - SKEW)
-                if mark is None or moved > mark:
-                    after = replace(position, incidents_since=_boundary(moved.isoformat()))
+            # Never past the pull's start (less a margin for skew): an incident edited meanwhile is read again.
+            moved = mark.moved(ceiling=started.astimezone(UTC) - SKEW) if not more else None
+            after = replace(position, incidents_since=_boundary(moved.isoformat())) if moved else position
             yield Page(records=records, cursor=after.dumps())
 
     def _record(self, record: object, kind: str, position: int) -> RawRecord:

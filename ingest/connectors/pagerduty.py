@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from pydantic import Field, SecretStr, field_validator
 
-from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorError, MalformedPage, Page
+from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorError, MalformedPage, Page, unreadable_cursor
 from ingest.connectors.http import json_body, send
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
@@ -110,7 +110,7 @@ class WindowCursor:
                 raise ValueError("negative offset")
             return cls(since=_parse_time(data["since"]), until=_parse_time(until) if until else None, offset=offset, filters=str(data.get("filters", "")))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MalformedPage(f"the stored cursor {text[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true") from exc
+            raise unreadable_cursor(text) from exc
 
     def dumps(self) -> str:
         data = {"since": pd_time(self.since), "until": pd_time(self.until) if self.until else None, "offset": self.offset, "filters": self.filters}

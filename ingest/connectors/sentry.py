@@ -31,6 +31,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, MalformedPage, Page
 from ingest.connectors.http import json_body, send
+from ingest.connectors.mark import TimeMark
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
 
@@ -74,16 +75,6 @@ class SentryConfig(ConnectorConfig):
 
 def sentry_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _moment(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def next_cursor(link: str) -> str | None:
@@ -156,10 +147,8 @@ class SentryConnector(Connector[SentryConfig]):
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
         config = self.config
-        mark = _moment(cursor) if cursor else None
-        if cursor and mark is None:
-            raise MalformedPage(f"the stored cursor {cursor[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true")
-        since = max(config.start, mark - timedelta(days=config.lookback_days)) if mark else config.start
+        mark = TimeMark.loads(cursor)
+        since = max(config.start, mark.since - timedelta(days=config.lookback_days)) if mark.since else config.start
         end = self.context.clock().astimezone(UTC) + timedelta(minutes=1)
         query = " ".join(part for part in (config.query, f"firstSeen:>={sentry_time(since)}") if part)
         params: dict[str, Any] = {"query": query, "sort": "new", "start": sentry_time(since), "end": sentry_time(end), "limit": config.page_size}
@@ -168,22 +157,20 @@ class SentryConnector(Connector[SentryConfig]):
         if config.environments:
             params["environment"] = list(config.environments)
         url = f"{config.base_url}/api/0/organizations/{quote(config.organization)}/issues/"
-        newest, read, page_cursor = mark, 0, None
+        read, page_cursor = 0, None
         while True:
             response = self._get(url, {**params, **({"cursor": page_cursor} if page_cursor else {})})
             issues = json_body(response, vendor=VENDOR)
             if not isinstance(issues, list):
                 raise MalformedPage(f"{VENDOR} issues answer is not a list of issues (got {type(issues).__name__})")
-            for issue in issues:
-                first = _moment(issue.get("firstSeen")) if isinstance(issue, dict) else None
-                if first is not None and (newest is None or first > newest):
-                    newest = first
+            mark.see(issue.get("firstSeen") for issue in issues if isinstance(issue, dict))
             records = [self._record(issue, read + index) for index, issue in enumerate(issues)]
             read += len(issues)
             page_cursor = next_cursor(response.headers.get("link", ""))
             last = page_cursor is None
             # Sentry lists newest first: the mark moves only once every page was read.
-            yield Page(records=records, cursor=(newest.isoformat() if newest else "") if last else (cursor or ""))
+            moved = mark.moved() if last else None
+            yield Page(records=records, cursor=moved.isoformat() if moved else (cursor or ""))
             if last:
                 return
 
