@@ -27,7 +27,8 @@ class EvidenceWarning(BaseModel):
     """Something that weakens the evidence, with a stable `code` and a message a person can act on.
 
     Codes: `small_half`, `underpowered`, `difficulty_drift`, `human_success_partial`,
-    `small_control_band`, `small_pre_cutoff_band`, `probe_failures`, `items_not_cut`, `length_drift`.
+    `small_control_band`, `small_pre_cutoff_band`, `probe_failures`, `items_not_cut`, `length_drift`,
+    `augmented_endpoint`.
     """
 
     code: str

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from enum import StrEnum
+from typing import Self
 
 import pydantic
 from pydantic import BaseModel, field_validator
-from sqlalchemy import Date, String, Text
+from sqlalchemy import Column, Date, String, Text
 from sqlmodel import Field, SQLModel
 
-from schemas.common import Count, Day, Instant, UTCDateTime, utcnow
+from schemas.common import Count, Day, Instant, UTCDateTime, json_column_type, utcnow
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._:/-]{0,127}$"
 NAME_HELP = "Lowercase letters, digits, '.', '_', ':', '/' and '-' (e.g. 'gpt-4o-2024-08-06' or 'acme/llama-3-8b')."
@@ -24,6 +25,16 @@ class TrainsOnInputs(StrEnum):
     YES = "yes"
     NO = "no"
     UNKNOWN = "unknown"
+
+
+class Augmentation(StrEnum):
+    """What an endpoint adds to the bare model: anything that lets it look beyond its own weights.
+    A completion probe or a temporal split then measures the augmentation, not the training data."""
+
+    RETRIEVAL = "retrieval"
+    WEB_SEARCH = "web_search"
+    TOOLS = "tools"
+    OTHER = "other"
 
 
 class Model(SQLModel, table=True):
@@ -54,8 +65,18 @@ class Endpoint(SQLModel, table=True):
     terms_url: str = Field(default="", max_length=2048)
     terms_checked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     checked_by: str = Field(default="", max_length=160)
+    # Whether the model behind the endpoint has retrieval, web search or tools (`augmentations`
+    # says which): probes refuse such an endpoint, and temporal splits over its runs warn.
+    augmented: bool = False
+    augmentations: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+AUGMENTED_HELP = (
+    "Whether the model behind this endpoint has retrieval, web search or tools (default false: the bare model). "
+    "Completion probes refuse an augmented endpoint, and temporal-split reports warn about runs through one."
+)
 
 
 class _EndpointInput(BaseModel):
@@ -65,6 +86,14 @@ class _EndpointInput(BaseModel):
         if value and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value
+
+    @pydantic.model_validator(mode="after")
+    def _augmented_agrees(self) -> Self:
+        augmented: bool | None = getattr(self, "augmented", None)
+        augmentations: list[Augmentation] | None = getattr(self, "augmentations", None)
+        if augmented is False and augmentations:
+            raise ValueError(f"augmented is false but augmentations names {', '.join(a.value for a in augmentations)}; an endpoint with any of them is augmented")
+        return self
 
 
 class ModelCreate(BaseModel):
@@ -111,6 +140,8 @@ class EndpointCreate(_EndpointInput):
     terms_url: str = pydantic.Field(default="", max_length=2048)
     terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
+    augmented: bool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true.")
+    augmentations: list[Augmentation] = pydantic.Field(default_factory=list, description="Which: retrieval, web_search, tools, other.")
 
 
 class EndpointUpdate(_EndpointInput):
@@ -125,6 +156,8 @@ class EndpointUpdate(_EndpointInput):
     terms_url: str | None = pydantic.Field(default=None, max_length=2048)
     terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
+    augmented: bool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true; false clears them.")
+    augmentations: list[Augmentation] | None = pydantic.Field(default=None, description="Which: retrieval, web_search, tools, other.")
 
 
 class EndpointRead(BaseModel):
@@ -143,5 +176,7 @@ class EndpointRead(BaseModel):
     checked_by: str
     terms_age_days: int | None
     sealed_allowed: bool
+    augmented: bool
+    augmentations: list[Augmentation]
     created_at: datetime
     updated_at: datetime

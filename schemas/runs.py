@@ -40,6 +40,8 @@ class Run(SQLModel, table=True):
     trains_on_inputs: str = Field(sa_type=String(8))
     terms_checked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     exposes_items: bool = False
+    # Whether the endpoint was augmented (retrieval, web search, tools) when the run started.
+    augmented: bool = False
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
 
 
@@ -107,6 +109,7 @@ class RunRead(BaseModel):
     trains_on_inputs: str
     terms_checked_at: datetime | None
     exposes_items: bool
+    augmented: bool
     occurred_after: datetime | None
     item_count: int
     actor: str

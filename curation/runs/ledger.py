@@ -60,6 +60,7 @@ def record_run(
         trains_on_inputs=endpoint.trains_on_inputs,
         terms_checked_at=endpoint.terms_checked_at,
         exposes_items=exposing,
+        augmented=endpoint.augmented,
         created_at=now,
     )
     session.add(run)

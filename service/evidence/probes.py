@@ -88,6 +88,10 @@ class PreparedProbe:
     """The environment variable the key is read from when the request brings none."""
 
 
+AUGMENTED_CONDITION = "augmented_endpoint"
+"""The `condition` of a probe refused because its endpoint has retrieval, web search or tools."""
+
+
 def _refuse(session: Session, evaluation: Eval, endpoint: Endpoint, actor: str, condition: str, detail: str) -> ProblemError:
     details = {"condition": condition, "endpoint": endpoint.name, "trains_on_inputs": endpoint.trains_on_inputs}
     session.add(AuditEvent(actor=actor, action="probe.refused", object_type="eval", object_id=evaluation.name, count=0, details=details))
@@ -97,6 +101,31 @@ def _refuse(session: Session, evaluation: Eval, endpoint: Endpoint, actor: str, 
         "Probe refused",
         f"{detail}; or, accepting that every probed item is then marked exposed and leaves the eval at its next refresh, send allow_exposure: true",
         condition=condition,
+    )
+
+
+def _refuse_augmented(session: Session, endpoint: Endpoint, actor: str) -> ProblemError:
+    """The 403 for a probe of an augmented endpoint, audited: a model that can retrieve or search
+    may complete an item's text because it found it, not because it was trained on it."""
+    which = ", ".join(endpoint.augmentations) or "retrieval, web search or tools"
+    session.add(
+        AuditEvent(
+            actor=actor,
+            action="probe.refused",
+            object_type="endpoint",
+            object_id=endpoint.name,
+            count=0,
+            details={"condition": AUGMENTED_CONDITION, "endpoint": endpoint.name, "augmentations": endpoint.augmentations},
+        )
+    )
+    session.commit()
+    return ProblemError(
+        403,
+        "Probe refused",
+        f"endpoint {endpoint.name!r} is augmented ({which}): a completion probe needs the bare model, since a model that can look an item up "
+        "completes it without having been trained on it; probe an endpoint serving the model without them, or, if this one has none, "
+        f"record that with PATCH /v1/endpoints/{endpoint.name} {{\"augmented\": false}}; nothing was sent",
+        condition=AUGMENTED_CONDITION,
     )
 
 
@@ -126,10 +155,12 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
     sent yet. `terms_max_age_days`: how recently a `no` endpoint's terms must have been checked.
     Raises ProblemError: 404 (eval, release, corpus, model, endpoint), 422 (no cutoff,
     the endpoint serves another model, too few items on a side of the cutoff), 403 (the
-    endpoint's terms fail the gate; `condition` names which), 409 (a sealed item reached the plan)."""
+    endpoint is augmented, `condition` augmented_endpoint; or its terms fail the gate; `condition` names which), 409 (a sealed item reached the plan)."""
     environ = os.environ if environ is None else environ
     with write_session(engine) as session:
         model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
+        if endpoint.augmented:
+            raise _refuse_augmented(session, endpoint, actor)
         variable = key_variable(endpoint.name)
         env_key = environ.get(variable)
         api_key_from: ApiKeyFrom = "request" if data.api_key else ("environment" if env_key else "none")

@@ -17,9 +17,10 @@ from curation.evidence.temporal_split import NotEnoughItems, temporal_split_repo
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.corpus_results import CorpusResult, CorpusResultError, CorpusResultsAccepted, CorpusResultsPost
-from schemas.evidence import TemporalSplitReport
+from schemas.evidence import EvidenceWarning, TemporalSplitReport
 from schemas.item import Item
-from schemas.model_registry import Model
+from schemas.model_registry import Endpoint, Model
+from schemas.runs import Result, Run
 from schemas.source import Source, SourceKind
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
@@ -75,9 +76,34 @@ def temporal_split(*, session: Session, model_name: str, eval_name: str | None =
     if not results:
         raise ProblemError(404, "No results", missing)
     try:
-        return temporal_split_report(results, cutoff=cutoff, model=model.name, corpus=label, rng=np.random.default_rng(REPORT_SEED))
+        report = temporal_split_report(results, cutoff=cutoff, model=model.name, corpus=label, rng=np.random.default_rng(REPORT_SEED))
     except NotEnoughItems as exc:
         raise ProblemError(422, "Too few items", f"{exc} ({len(results)} items have results)", items=len(results), cutoff=cutoff.isoformat()) from exc
+    if eval_name is not None:
+        report.warnings.extend(_augmented_runs_warning(session, eval_id=evaluation.id, model_id=model.id))
+    return report
+
+
+def _augmented_runs_warning(session: Session, *, eval_id: int | None, model_id: int | None) -> list[EvidenceWarning]:
+    """An `augmented_endpoint` warning when any run contributing results went through an endpoint
+    that had retrieval, web search or tools when it started: its scores on old items may come
+    from looking them up, not from training."""
+    rows = session.exec(
+        select(Run.id, Endpoint.name)
+        .join(Endpoint, col(Endpoint.id) == col(Run.endpoint_id))
+        .where(Run.eval_id == eval_id, Run.model_id == model_id, col(Run.augmented).is_(True), col(Run.id).in_(select(Result.run_id).distinct()))
+        .order_by(col(Run.id))
+    ).all()
+    if not rows:
+        return []
+    runs = ", ".join(str(run_id) for run_id, _ in rows)
+    endpoints = ", ".join(sorted({name for _, name in rows}))
+    message = (
+        f"{len(rows)} contributing run(s) ({runs}) went through an augmented endpoint ({endpoints}: retrieval, web search or tools); "
+        "a model that can look items up scores well on old items without having trained on them, so a difference here does not show contamination. "
+        "Report on runs through the bare model instead."
+    )
+    return [EvidenceWarning(code="augmented_endpoint", message=message)]
 
 
 def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResultsPost, actor: str) -> CorpusResultsAccepted:

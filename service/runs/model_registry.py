@@ -117,6 +117,8 @@ def create_endpoint(*, session: Session, data: EndpointCreate, actor: str) -> En
         terms_url=data.terms_url,
         terms_checked_at=checked_at,
         checked_by=data.checked_by or (actor if checked_at is not None else ""),
+        augmented=bool(data.augmented) or bool(data.augmentations),
+        augmentations=[augmentation.value for augmentation in data.augmentations],
     )
     session.add(endpoint)
     _audit(session, actor, "endpoint.create", "endpoint", data.name, data.model_dump(mode="json", exclude={"name"}))
@@ -152,6 +154,7 @@ def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdat
         endpoint.checked_by = changes.get("checked_by") or actor
     elif changes.get("checked_by") is not None:
         endpoint.checked_by = changes["checked_by"]
+    _apply_augmentation(endpoint, data)
     endpoint.updated_at = utcnow()
     session.add(endpoint)
     details: dict[str, Any] = {"changes": data.model_dump(mode="json", exclude_unset=True)}
@@ -159,6 +162,19 @@ def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdat
     _audit(session, actor, "endpoint.update", "endpoint", endpoint.name, details)
     session.commit()
     return endpoint
+
+
+def _apply_augmentation(endpoint: Endpoint, data: EndpointUpdate) -> None:
+    """`augmented: false` clears the augmentations; naming augmentations sets them and makes the
+    endpoint augmented; `augmented: true` alone keeps those recorded."""
+    if data.augmentations is not None:
+        endpoint.augmentations = [augmentation.value for augmentation in data.augmentations]
+        if data.augmentations:
+            endpoint.augmented = True
+    if data.augmented is not None:
+        endpoint.augmented = data.augmented
+        if not data.augmented:
+            endpoint.augmentations = []
 
 
 def list_endpoints(*, session: Session, model: str | None = None) -> list[Endpoint]:
