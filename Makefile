@@ -20,11 +20,11 @@ SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[dev]'
 	@# The default (auto) embedding backend: openvino and openvino-int8 exported once from the bundled
 	@# weights (offline) and timed on this machine; the faster is recorded and used.
 	HF_HUB_OFFLINE=1 $(BIN)/python -c "from curation.dedup.backend_choice import machine_choice; print('embedding backend on this machine:', machine_choice())"

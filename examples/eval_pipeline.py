@@ -11,7 +11,8 @@ real model call and grader.
 
 `--setup` creates what is missing: the eval (over `--source`, items admitted as dedup keeps them),
 its first release, the model and an endpoint whose terms say it does not train on inputs.
-Without it, the eval, model and endpoint must exist and a read token is enough.
+Without it, the eval, model and endpoint must exist and a read token is enough. Needs only the
+client distribution: `pip install ./clients/python` (goldenset-client).
 """
 
 from __future__ import annotations
@@ -22,10 +23,7 @@ import re
 import sys
 from typing import Any
 
-from schemas.evals import EvalCreate
-from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
-from schemas.runs import ResultIn
-from service.client import Client, GoldensetError
+from goldenset_client import Client, EndpointCreate, EvalCreate, GoldensetError, ModelCreate, ResultIn
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -45,18 +43,16 @@ def score(output: str, reference: str) -> float:
 
 def setup(client: Client, args: argparse.Namespace) -> None:
     """Create the eval, its first release, the model and the endpoint when missing (admin)."""
-    if args.eval not in {evaluation.name for evaluation in client.evals()}:
+    if args.eval not in {evaluation.name for evaluation in client.list_evals()}:
         client.create_eval(EvalCreate(name=args.eval, sources=[args.source], approval_policy="auto", max_age_days=None, sealed_fraction=0.2))
         print(f"created eval {args.eval} over source {args.source}")
-    if not client.releases(args.eval):
+    if not client.list_releases(args.eval):
         refreshed = client.refresh(args.eval)
         print(f"wrote release {refreshed.release.number}: {refreshed.release.dev_count} dev and {refreshed.release.sealed_count} sealed items")
-    if args.model not in {model.name for model in client.models()}:
-        client.register_model(ModelCreate(name=args.model, provider="example", notes="answers with the incident title"))
-    if args.endpoint not in {endpoint.name for endpoint in client.endpoints()}:
-        client.register_endpoint(
-            EndpointCreate(name=args.endpoint, base_url="http://127.0.0.1:9/v1", provider="example", model=args.model, trains_on_inputs=TrainsOnInputs.NO, retention_days=0)
-        )
+    if args.model not in {model.name for model in client.list_models()}:
+        client.create_model(ModelCreate(name=args.model, provider="example", notes="answers with the incident title"))
+    if args.endpoint not in {endpoint.name for endpoint in client.list_endpoints()}:
+        client.create_endpoint(EndpointCreate(name=args.endpoint, base_url="http://127.0.0.1:9/v1", provider="example", model=args.model, trains_on_inputs="no", retention_days=0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,12 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {run.id}: {run.item_count} {run.split} items of {run.eval} release {run.release} (canary {run.canary})")
             if run.warning:
                 print(f"warning: {run.warning}")
-            results = [
-                ResultIn(item_id=item.item_id, score=score(answer(item.content), str(item.content.get("reference", "")))) for item in client.iter_run_items(run.id)
-            ]
+            results = [ResultIn(item_id=item.item_id, score=score(answer(item.content), str(item.content.get("reference", "")))) for item in client.iter_run_items(run.id)]
             if results:
                 client.post_results(run.id, results)
-            summary = client.run(run.id)
+            summary = client.get_run(run.id)
     except GoldensetError as exc:
         print(f"goldenset refused: {exc}", file=sys.stderr)
         return 1

@@ -138,6 +138,36 @@ class ReleaseManifest(ReleaseSummary):
     items: list[ManifestEntry]
 
 
+class ExportMetadata(BaseModel):
+    """What every export row carries besides the item: the release's canary (so a row found in
+    a crawl or a training set is recognisable on its own), the eval and the release, and the
+    item's own metadata as canonical JSON text (one column type whatever the sources put there)."""
+
+    canary: str
+    eval: str
+    release: int
+    item: str = pydantic.Field(description="The item's metadata as canonical JSON text; parse it to get the released `metadata` object.")
+
+
+class ExportRow(BaseModel):
+    """One line of a JSONL export (`GET .../export.jsonl`, `goldenset export`): one item, nothing
+    else, so `datasets.load_dataset("json", ...)` loads one row per item. The released content is
+    the row's item fields with `metadata` replaced by `json.loads(metadata.item)`; its canonical
+    JSON hashes to `content_digest` (`goldenset verify` and the manifest check it)."""
+
+    id: int
+    source: str
+    external_id: str
+    occurred_at: str = pydantic.Field(description="When the incident occurred: ISO 8601 in UTC, as released.")
+    title: str
+    input: str
+    reference: str
+    tags: list[str]
+    split: str
+    content_digest: str
+    metadata: ExportMetadata
+
+
 class ReleasedItem(BaseModel):
     """One item's content as released."""
 

@@ -1,186 +1,123 @@
-"""The `goldenset` command line: the process commands (`migrate`, `serve`, `scheduler`), API tokens,
-and each domain's commands, registered from its package (`service.<domain>.cli`)."""
+"""The `goldenset` command line: a table of commands, each loaded from its package only when it
+runs (`goldenset --help` imports none of them, so it answers at once), and the options every
+command shares: `--url`/`--token` (or GOLDENSET_URL/GOLDENSET_TOKEN) to work against a running
+service over its API instead of a database, and `--version`.
+
+Each package's `register(app)` adds its commands (`service.<domain>.cli`, the process commands in
+`service.process_cli`, tokens in `service.core.token_cli`); the table below names which package
+holds which command, with the one line `goldenset --help` shows for it (a test checks the lines
+against the commands' own help).
+"""
 
 from __future__ import annotations
 
-import gc
-import logging
-from typing import Annotated
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.markup import escape
-from rich.table import Table
-from sqlmodel import col, select
+from typer.core import TyperCommand, TyperGroup
 
-from schemas.common import utcnow
-from schemas.token import ApiToken
-from service.core.settings import Role, Settings, describe_settings_error, get_settings, warn_if_development_secret_key
-from service.core.terminal import CLI_ACTOR, EXIT_USAGE, err, fail, open_engine, open_write_session, out, print_secret
-from service.core.tokens import create_token, format_expiry, parse_expiry, revoke_token
-from service.dedup import cli as dedup_cli
-from service.evals import cli as eval_cli
-from service.evidence import canary_cli
-from service.evidence import cli as evidence_cli
-from service.items import cli as item_cli
-from service.sources import cli as source_cli
+from service.core.remote import set_target
 
-app = typer.Typer(help="goldenset: private, continuously refreshed LLM evals from production incidents.", no_args_is_help=True)
-token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
-app.add_typer(token_app, name="token")
+if TYPE_CHECKING:
+    from typer._click import Command, Context, HelpFormatter
 
-
-def _startup_settings() -> Settings:
-    """The settings a process command starts with; refused ones end the command with one line on
-    stderr naming each variable and what it needs (never its value) and exit status 2."""
-    try:
-        return get_settings()
-    except ValidationError as exc:
-        # soft_wrap: the message stays one line however narrow the terminal; no traceback.
-        err.print(f"[bold red]error:[/] {describe_settings_error(exc)}; goldenset did not start", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-def _start_tracing(settings: Settings, role: Role) -> None:
-    """Turn tracing on when GOLDENSET_OTEL_ENABLED asks (`service.core.tracing`); without the
-    OpenTelemetry packages the command ends with one line naming the extra to install, exit status 2."""
-    from service.core.tracing import TracingUnavailable, configure_tracing
-
-    try:
-        configure_tracing(settings, role=role)
-    except TracingUnavailable as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}; goldenset did not start", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_USAGE) from None
+COMMANDS: dict[str, tuple[str, str]] = {
+    "migrate": ("service.process_cli", "Create or upgrade the database schema (GOLDENSET_DATABASE_URL; SQLite under ./var/ by default)."),
+    "serve": ("service.process_cli", "Migrate, then serve the REST API and, unless --no-scheduler, the scheduler of pulls and curation."),
+    "scheduler": ("service.process_cli", "Run only the scheduler (pulls, curation, refreshes), for deployments whose API replicas run `serve --no-scheduler`."),
+    "token": ("service.core.token_cli", "Create, list and revoke API tokens."),
+    "source": ("service.sources.cli", "Create and list sources."),
+    "reference": ("service.sources.cli", "Public reference corpora that candidates are checked against."),
+    "ingest": ("service.sources.cli", "Ingest a file of dated incidents into a source, then curate what is pending (unless --no-curate). Re-ingesting is idempotent."),
+    "pull": ("service.sources.cli", "Pull a connector source now, from its cursor, showing progress."),
+    "curate": ("service.dedup.cli", "Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item, or contaminated by a reference corpus."),
+    "dedup": ("service.dedup.cli", "Dedup's figures, and people's rulings on duplicates."),
+    "review": ("service.items.cli", "Approve or reject the items dedup kept as unique, or undo a decision."),
+    "item": ("service.items.cli", "Edit items, and show what each revision changed."),
+    "eval": ("service.evals.cli", "Define and list evals."),
+    "refresh": ("service.evals.cli", "Write the eval's release for the schedule period holding --at (default now), unless that period has one already."),
+    "verify": ("service.evals.cli", "Recompute a release's content digests and Merkle roots from its frozen items."),
+    "export": ("service.evals.cli", "Export a release's split for a harness: JSON Lines, Parquet or an lm-evaluation-harness task folder."),
+    "model": ("service.runs.cli", "The models under evaluation: list, register, change."),
+    "endpoint": ("service.runs.cli", "The endpoints that serve models, with their data-retention terms and augmentation: list, register, change."),
+    "run": ("service.runs.cli", "Eval runs: list them, or show one with its score."),
+    "audit": ("service.core.audit_cli", "The audit trail: who did what, newest first."),
+    "report": ("service.evidence.cli", "Contamination evidence reports."),
+    "probe": ("service.evidence.cli", "Probe a model for memorised items: cut each item, ask for the rest, compare pre-cutoff items with the control band."),
+    "canary": ("service.evidence.canary_cli", "Find leaked evals: canary strings and copies of released items in text dumps."),
+}
+"""Every command: name → (the module whose `register` adds it, its line in `goldenset --help`)."""
 
 
-def _freeze_startup_objects() -> None:
-    """Move every object alive after start (modules, routes, models, the ORM's mappings: about a
-    million, never garbage) out of the garbage collector's sight, so its full collections scan
-    only what requests allocate: otherwise each one stalls every request for ~200 ms."""
-    gc.collect()
-    gc.freeze()
+def load_command(name: str) -> Command:
+    """The command `name` as its module registers it (importing that module)."""
+    module = importlib.import_module(COMMANDS[name][0])
+    holder = typer.Typer()
+    module.register(holder)
+    group = typer.main.get_group(holder)
+    return group.commands[name]
 
 
-@app.command("migrate")
-def migrate_command() -> None:
-    """Create or upgrade the database schema (GOLDENSET_DATABASE_URL; SQLite under ./var/ by default)."""
-    _startup_settings()
-    open_engine()
-    out.print("database schema is up to date")
+class LazyCommands(TyperGroup):
+    """A command group that imports a command's module only to run it or show its own help; the
+    group's help lists the table's lines."""
 
+    listing = False
 
-@app.command()
-def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Serve only; run `goldenset scheduler` elsewhere.")] = False,
-) -> None:
-    """Migrate, then serve the REST API (docs at /docs, OpenAPI at /openapi.json) and, unless
-    --no-scheduler, the scheduler of pulls and curation (role `all`). With --no-scheduler the
-    process is an API replica (role `api`): it never loads the embedding model nor curates, unless
-    GOLDENSET_API_CURATES=true."""
-    import uvicorn
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(COMMANDS)
 
-    from service.app import create_app
-    from service.core.logs import configure_logging
-    from service.core.tracing import instrument_app, instrument_engine
-    from service.scheduler import GoldensetScheduler
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if self.listing:
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1], short_help=COMMANDS[cmd_name][1])
+        return load_command(cmd_name)
 
-    settings = _startup_settings()
-    configure_logging(settings.log_level, json_format=settings.log_json)
-    role: Role = "api" if no_scheduler else "all"
-    _start_tracing(settings, role)
-    warn_if_development_secret_key(settings)
-    engine = open_engine()
-    instrument_engine(engine)
-    scheduler = None if no_scheduler else GoldensetScheduler(engine, settings)
-    if scheduler is not None:
-        scheduler.start()
-    try:
-        app = create_app(settings, engine=engine, role=role)
-        instrument_app(app)
-        _freeze_startup_objects()
-        uvicorn.run(app, host=host, port=port, log_config=None, proxy_headers=False)
-    finally:
-        if scheduler is not None:
-            scheduler.shutdown()
-
-
-@app.command()
-def scheduler() -> None:
-    """Run only the scheduler (role `worker`: pulls, curation every GOLDENSET_CURATE_INTERVAL_SECONDS,
-    refreshes), for deployments whose API replicas run `serve --no-scheduler`."""
-    from service.core.logs import configure_logging
-    from service.core.tracing import instrument_engine
-    from service.scheduler import GoldensetScheduler
-
-    settings = _startup_settings()
-    configure_logging(settings.log_level, json_format=settings.log_json)
-    _start_tracing(settings, "worker")
-    warn_if_development_secret_key(settings)
-    engine = open_engine()
-    instrument_engine(engine)
-    worker = GoldensetScheduler(engine, settings, blocking=True)
-    if settings.scheduler_metrics_port is not None:
-        from service.core.metrics import serve_scheduler_metrics
-
-        serve_scheduler_metrics(engine, settings.scheduler_metrics_port, scheduler_running=lambda: worker.scheduler.running)
-    # APScheduler's own INFO lines are quiet (service.core.logs): say here that the process is up.
-    logging.getLogger("goldenset.scheduler").info("scheduler started: curation every %s s, pulls and refreshes on their schedules", settings.curate_interval_seconds)
-    worker.start()
-
-
-@token_app.command("create")
-def token_create(
-    name: Annotated[str, typer.Option("--name", help="Who or what uses the token.")],
-    scopes: Annotated[str, typer.Option("--scopes", help="Comma-separated: ingest, curate, read, sealed, admin.")],
-    expires_in: Annotated[str | None, typer.Option("--expires-in", help="Expire after this many days or hours from now: 90d, 12h.")] = None,
-    expires: Annotated[str | None, typer.Option("--expires", help="Expire at this ISO 8601 date or date-time (UTC unless it has a zone; a date alone: its midnight UTC).")] = None,
-) -> None:
-    """Create a token and print it once (only its hash is stored). Without --expires-in or
-    --expires it never expires; an expiry in the past is refused (exit 2)."""
-    try:
-        expires_at = parse_expiry(expires_in=expires_in, expires=expires)
-    except ValueError as exc:
-        raise fail(str(exc)) from exc
-    with open_write_session() as session:
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self.listing = True
         try:
-            plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR, expires_at=expires_at)
-        except ValueError as exc:
-            raise fail(str(exc)) from exc
-    lifetime = "never expires" if expires_at is None else f"expires {format_expiry(expires_at)}"
-    err.print(f"token {token.id} ({token.name}) with scopes {', '.join(token.scopes)}, {lifetime}; it is shown only now:", highlight=False)
-    print_secret(plaintext)
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
 
 
-@token_app.command("list")
-def token_list() -> None:
-    """List tokens (never their values): scopes, creation, expiry (`never` without one; `expired`
-    once past), last use (to the minute; `-` when never used) and revocation. Times are UTC."""
-    with open_write_session() as session:
-        tokens = session.exec(select(ApiToken).order_by(col(ApiToken.id))).all()
-    now = utcnow()
-    table = Table("id", "name", "prefix", "scopes", "created", "expires", "last used", "revoked", caption="times are UTC")
-    for token in tokens:
-        last_used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "-"
-        expiry = "never" if token.expires_at is None else f"{token.expires_at:%Y-%m-%d %H:%M}" + (" (expired)" if token.expired(now) else "")
-        table.add_row(str(token.id), token.name, token.prefix, ",".join(token.scopes), f"{token.created_at:%Y-%m-%d %H:%M}", expiry, last_used, "yes" if token.revoked else "")
-    out.print(table)
+app = typer.Typer(cls=LazyCommands, help="goldenset: private, continuously refreshed LLM evals from production incidents.", no_args_is_help=True)
 
 
-@token_app.command("revoke")
-def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (see `goldenset token list`).")]) -> None:
-    """Revoke a token; requests bearing it get 401 from now on."""
-    with open_write_session() as session:
-        try:
-            revoke_token(session=session, token_id=token_id, actor=CLI_ACTOR)
-        except LookupError as exc:
-            raise fail(str(exc)) from exc
-    out.print(f"token {token_id} revoked")
+def package_version() -> str:
+    """The installed goldenset's version."""
+    try:
+        return version("goldenset")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
-for commands in (source_cli, dedup_cli, eval_cli, item_cli, canary_cli, evidence_cli):
-    commands.register(app)
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"goldenset {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    url: Annotated[
+        str | None,
+        typer.Option("--url", envvar="GOLDENSET_URL", help="Work against the goldenset API at this URL instead of a database (the commands that read or review)."),
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", envvar="GOLDENSET_TOKEN", help="The API token to send with --url.", show_default=False)] = None,
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """goldenset: private, continuously refreshed LLM evals from production incidents.
+
+    Exit statuses: 0 done; 1 a check found something; 2 bad usage, or a refusal naming what is
+    missing (no such eval, release, model; no database); 3 some records refused, the rest kept;
+    4 refused credentials or a refused gate; 5 the work ran and failed (or the service could not
+    be reached); 6 another process holds the lock; 7 the sealed-read budget is spent."""
+    set_target(url, token)
+
 
 if __name__ == "__main__":
     app()

@@ -14,10 +14,15 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
 from schemas.problem import Problem
+from schemas.release import ExportRow
 from service.core.problems import HTTP_METHODS, PROBLEM_MEDIA_TYPE, problem_descriptions
 
+LINE_SCHEMAS: dict[str, type[BaseModel]] = {"/v1/evals/{name}/releases/{ref}/export.jsonl": ExportRow}
+"""JSON Lines answers, by path, and the model of each of their lines."""
+JSONL_MEDIA_TYPE = "application/x-ndjson"
 PUBLIC_OPERATIONS = {("get", "/healthz"), ("post", "/v1/sources/{name}/webhook")}
 UNUSED_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
@@ -27,11 +32,27 @@ def _problem(code: str, descriptions: dict[int, str], existing: dict[str, Any] |
     return {"description": description, "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
 
 
+def _line_schemas(document: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """JSON Lines answers name the schema of one line (`LINE_SCHEMAS`): each line's model goes into
+    the components, and the media type's schema refers to it."""
+    for path, model in LINE_SCHEMAS.items():
+        operation = document.get("paths", {}).get(path, {}).get("get")
+        if operation is None:
+            continue
+        definition = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, nested in definition.pop("$defs", {}).items():
+            schemas.setdefault(name, nested)
+        schemas[model.__name__] = definition
+        answer = operation.setdefault("responses", {}).setdefault("200", {"description": "JSON Lines."})
+        answer["content"] = {JSONL_MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
+
+
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     """The app's OpenAPI document with the problems, statuses and security stated in full."""
     document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
     components = document.setdefault("components", {})
     components.setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
+    _line_schemas(document, components["schemas"])
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     document["security"] = [{"bearer": []}]
     descriptions = problem_descriptions()

@@ -10,7 +10,9 @@ budget is spent.
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -25,10 +27,11 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session
 
-from service.core.db import make_engine, migrate, write_session
+from service.core.db import make_engine, migrate, normalise_database_url, write_session
+from service.core.remote import is_remote
 from service.core.settings import get_settings
 
 out = Console()
@@ -50,9 +53,62 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_engine() -> Engine:
-    """The configured database, migrated to the newest schema."""
-    engine = make_engine(get_settings().database_url)
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shapes) on stdout instead of a table.")]
+"""The `--json` flag every listing command takes."""
+
+
+def print_json(value: Any) -> None:
+    """`value` as indented JSON alone on stdout (dates as ISO 8601), for scripts and `jq`."""
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def print_rows(rows: list[dict[str, Any]], columns: dict[str, str], *, as_json: bool, caption: str | None = None) -> None:
+    """A listing: the rows as JSON (`print_json`, every field) with `as_json`, else a table of
+    `columns` (field → heading); None shows as `-`, lists joined with commas."""
+    if as_json:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(*columns.values(), caption=caption)
+    for row in rows:
+        cells = []
+        for key in columns:
+            value = row.get(key)
+            cells.append("-" if value is None or value == "" else ", ".join(map(str, value)) if isinstance(value, list) else str(value))
+        table.add_row(*cells)
+    out.print(table)
+
+
+def missing_database(url: str) -> str | None:
+    """Why a command must not run on `url`: a file-backed SQLite database that does not exist
+    (opening it would create an empty one and answer as if nothing had been stored); else None."""
+    parsed = make_url(normalise_database_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if not database or database == ":memory:" or database.startswith("file:") or Path(database).exists():
+        return None
+    return (
+        f"there is no database at {Path(database).resolve()} (GOLDENSET_DATABASE_URL={url}); "
+        "create it with `goldenset migrate` (or `make run`), run from the folder that holds ./var/, "
+        "or point GOLDENSET_URL at a running goldenset to work over its API"
+    )
+
+
+def open_engine(*, create: bool = False) -> Engine:
+    """The configured database, migrated to the newest schema. Without `create`, a SQLite
+    database that does not exist ends the command (`missing_database`) instead of being created:
+    only `migrate`, `serve` and `scheduler` create one."""
+    if not create and is_remote():
+        raise fail(
+            "this command works on the database (GOLDENSET_DATABASE_URL), not over the API; "
+            "leave out --url / unset GOLDENSET_URL to run it here, where the database is"
+        )
+    url = get_settings().database_url
+    if not create and (problem := missing_database(url)) is not None:
+        raise fail(problem)
+    engine = make_engine(url)
     migrate(engine)
     return engine
 

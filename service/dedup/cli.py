@@ -166,8 +166,9 @@ def curate(
         ),
     ] = False,
 ) -> None:
-    """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item
-    (exact, near-verbatim MinHash or paraphrase embedding), or contaminated by a reference corpus.
+    """Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item, or contaminated by a reference corpus.
+
+    Duplicates are found by exact hash, near-verbatim MinHash or paraphrase embedding.
 
     Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
     2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint),

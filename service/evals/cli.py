@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,11 +15,15 @@ from pydantic import ValidationError
 from rich.table import Table
 from sqlmodel import Session
 
+from curation.releases.content import canonical_json
 from schemas.evals import ApprovalPolicy, EvalCreate, Split
+from schemas.release import ExportRow, ReleaseManifest
 from service.core.db import write_session
 from service.core.problems import ProblemError
+from service.core.remote import remote_client
 from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, EXIT_BUSY, EXIT_FOUND, err, fail, open_engine, out
+from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, EXIT_BUSY, EXIT_FOUND, JsonOption, err, fail, open_engine, out, print_json
+from service.evals.export_files import ExportFormat
 
 eval_app = typer.Typer(help="Define and list evals.", no_args_is_help=True)
 
@@ -113,12 +119,20 @@ def eval_create(
 
 
 @eval_app.command("list")
-def eval_list() -> None:
-    """List evals with their newest release."""
+def eval_list(as_json: JsonOption = False) -> None:
+    """List evals with their newest release (over the API with --url)."""
+    from schemas.evals import EvalRead
     from service.evals.definitions import list_evals, to_read
 
-    with Session(open_engine()) as session:
-        reads = [to_read(session, evaluation) for evaluation in list_evals(session=session)]
+    with remote_client() as client:
+        if client is not None:
+            reads = [EvalRead.model_validate(entry.model_dump(mode="json")) for entry in client.list_evals()]
+        else:
+            with Session(open_engine()) as session:
+                reads = [to_read(session, evaluation) for evaluation in list_evals(session=session)]
+    if as_json:
+        print_json([read.model_dump(mode="json") for read in reads])
+        return
     table = Table("name", "sources", "target", "schedule", "max age", "sealed", "approval", "latest release")
     for read in reads:
         table.add_row(
@@ -185,8 +199,9 @@ def refresh(
     allow_future: Annotated[bool, typer.Option("--allow-future", help="Allow a period that starts after the current one (refused otherwise).")] = False,
 ) -> None:
     """Write the eval's release for the schedule period holding --at (default now), unless that
-    period has one already. Safe to run from several places at once: one release per period.
-    A period after the current one is refused unless --allow-future: its release would become
+    period has one already.
+
+    Safe to run from several places at once: one release per period. A period after the current one is refused unless --allow-future: its release would become
     `latest` and hold back every period before it (`goldenset eval withdraw` undoes one).
 
     Exit status: 0 when the period has its release, 2 when the refresh cannot run, 6 when another
@@ -222,6 +237,13 @@ def verify(
     from service.evals.definitions import require_eval
     from service.evals.releases import resolve_release, verify_release
 
+    with remote_client() as client:
+        if client is not None:
+            summary = ReleaseManifest.model_validate(client.manifest(eval_name, release).model_dump(mode="json"))
+            rows = [ExportRow.model_validate(row.model_dump(mode="json")) for row in client.iter_export(eval_name, release=release)]
+            mismatches = verify_served(summary, rows)
+            _verified(eval_name, summary.number, len(summary.items), mismatches, served=len(rows))
+            return
     with Session(open_engine()) as session:
         try:
             evaluation = require_eval(session=session, name=eval_name)
@@ -229,26 +251,73 @@ def verify(
         except ProblemError as exc:
             raise fail(exc.detail) from exc
         report = verify_release(session=session, evaluation=evaluation, release=stored)
-    if report.ok:
-        out.print(f"release {report.release} of {eval_name}: {report.items} items, digests and Merkle roots verified")
+    _verified(eval_name, report.release, report.items, report.mismatches)
+
+
+def _verified(eval_name: str, number: int, items: int, mismatches: list[str], *, served: int | None = None) -> None:
+    if not mismatches:
+        checked = f"{served} dev items as served and {items} digests" if served is not None else f"{items} items, digests"
+        out.print(f"release {number} of {eval_name}: {checked} and Merkle roots verified")
         return
-    for mismatch in report.mismatches:
+    for mismatch in mismatches:
         err.print(f"[red]mismatch:[/] {mismatch}", highlight=False)
-    raise fail(f"release {report.release} of {eval_name} does not verify: {len(report.mismatches)} mismatch(es)", EXIT_FOUND)
+    raise fail(f"release {number} of {eval_name} does not verify: {len(mismatches)} mismatch(es)", EXIT_FOUND)
+
+
+def verify_served(summary: ReleaseManifest, rows: list[ExportRow]) -> list[str]:
+    """What does not match between a release's manifest and its dev split as served: each row's
+    content must hash to its digest and to the manifest's entry for it (a dev item sealed in another
+    eval is not served, so the manifest may list more), and both splits' entries must give the manifest's Merkle roots."""
+    from curation.releases.content import content_digest, merkle_root
+
+    mismatches: list[str] = []
+    listed = {entry.item_id: entry for entry in summary.items}
+    for row in rows:
+        content = {**row.model_dump(mode="json", exclude={"split", "content_digest", "metadata"}), "metadata": json.loads(row.metadata.item)}
+        if content_digest(canonical_json(content)) != row.content_digest:
+            mismatches.append(f"item {row.id}: its content does not hash to the digest it was served with")
+        entry = listed.get(row.id)
+        if entry is None or entry.split != "dev" or entry.content_digest != row.content_digest:
+            mismatches.append(f"item {row.id}: served in dev with a digest the manifest does not list for it")
+    for split, root in (("dev", summary.dev_merkle_root), ("sealed", summary.sealed_merkle_root)):
+        if merkle_root((entry.item_id, entry.content_digest) for entry in summary.items if entry.split == split) != root:
+            mismatches.append(f"the {split} split's entries do not give its Merkle root")
+    return mismatches
 
 
 def export(
     eval_name: Annotated[str, typer.Option("--eval", help="The eval.")],
     release: Annotated[str, typer.Option("--release", help="The release number, or 'latest'.")] = "latest",
     split: Annotated[Split, typer.Option(help="dev, or sealed (counted against the sealed-read budget).")] = Split.DEV,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of standard output.")] = None,
+    export_format: Annotated[ExportFormat, typer.Option("--format", help="jsonl (one item a line), parquet, or lm-eval (a task folder).")] = ExportFormat.JSONL,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="The file (jsonl, parquet) or folder (lm-eval) to write; jsonl goes to standard output without it.")] = None,
 ) -> None:
-    """Export a release's split as JSON Lines: a header line with the canary and Merkle roots,
-    then one item a line (byte-identical every time for the same release and split).
+    """Export a release's split for a harness: JSON Lines, Parquet or an lm-evaluation-harness task folder.
 
-    Exit status: 0 when written, 2 when there is no such release, 7 when the sealed budget is spent."""
+    Every row is one item, with the eval's canary in its `metadata` (Hugging Face `datasets`
+    loads one row per item). The release's manifest (Merkle roots, every item's digest) is
+    written beside a file as NAME.manifest.json, or as manifest.json in a task folder. The same
+    release and split always give the same bytes. Works over the API with --url.
+
+    Exit status: 0 when written, 2 when there is no such release, 4 without the scope, 7 when the
+    sealed budget is spent."""
+    if export_format is not ExportFormat.JSONL and output is None:
+        what = "FOLDER" if export_format is ExportFormat.LM_EVAL else "FILE"
+        raise fail(f"--format {export_format.value} writes files: give -o {what}")
+    with remote_client() as client:
+        if client is not None:
+            summary = ReleaseManifest.model_validate(client.manifest(eval_name, release).model_dump(mode="json"))
+            rows = (canonical_json(row.model_dump(mode="json")) + "\n" for row in client.iter_export(eval_name, release=release, split=split.value))
+            count = _write_export(rows, summary, export_format, output, split)
+        else:
+            count, summary = _export_here(eval_name, release, split, export_format, output)
+    where = f" to {output}" if output else ""
+    err.print(f"exported {count} {split.value} items of release {summary.number} of {eval_name}{where}", highlight=False)
+
+
+def _export_here(eval_name: str, release: str, split: Split, export_format: ExportFormat, output: Path | None) -> tuple[int, ReleaseManifest]:
     from service.evals.definitions import require_eval
-    from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, export_lines, resolve_release
+    from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, export_lines, manifest, resolve_release
 
     engine = open_engine()
     with write_session(engine) as session:
@@ -262,17 +331,29 @@ def export(
                 consume_sealed_read(session=session, evaluation=evaluation, release=stored, actor=CLI_ACTOR, item_count=stored.sealed_count, purpose="export")
             except SealedBudgetExceeded as exc:
                 raise fail(str(exc), EXIT_BUDGET) from exc
+        summary = manifest(session=session, evaluation=evaluation, release=stored)
         lines = export_lines(session=session, evaluation=evaluation, release=stored, split=split)
-        count = -1
-        if output is None:
-            for count, line in enumerate(lines):  # noqa: B007
-                sys.stdout.write(line)
-            sys.stdout.flush()
-        else:
-            with output.open("w", encoding="utf-8", newline="\n") as handle:
-                for count, line in enumerate(lines):  # noqa: B007
-                    handle.write(line)
-    err.print(f"exported {count} {split.value} items of release {stored.number} of {eval_name}" + (f" to {output}" if output else ""))
+        return _write_export(lines, summary, export_format, output, split), summary
+
+
+def _write_export(lines: Iterator[str], summary: ReleaseManifest, export_format: ExportFormat, output: Path | None, split: Split) -> int:
+    """Write the export lines in `export_format` (`service.evals.export_files`); returns the row count."""
+    from service.evals import export_files
+
+    if output is None:
+        count = 0
+        for count, line in enumerate(lines, start=1):  # noqa: B007
+            sys.stdout.write(line)
+        sys.stdout.flush()
+        return count
+    if export_format is ExportFormat.LM_EVAL:
+        task, count = export_files.write_lm_eval(lines, output, summary, split.value)
+        err.print(f"lm-eval task {task}: run it with `lm_eval --tasks {task} --include_path {output} --model ...`", highlight=False)
+        return count
+    output.parent.mkdir(parents=True, exist_ok=True)
+    count = export_files.write_parquet(lines, output) if export_format is ExportFormat.PARQUET else export_files.write_jsonl(lines, output)
+    export_files.write_manifest(summary, export_files.manifest_path(output))
+    return count
 
 
 def register(app: typer.Typer) -> None:

@@ -118,31 +118,20 @@ def split_count(*, session: Session, release: Release, split: Split, occurred_af
     return int(session.exec(query).one())
 
 
+def export_row(item: ReleasedItem, *, canary: str, eval_name: str, release_number: int) -> dict[str, object]:
+    """One item as a JSONL export row (`schemas.release.ExportRow`)."""
+    content = item.content
+    metadata = {"canary": canary, "eval": eval_name, "release": release_number, "item": canonical_json(content.get("metadata") or {})}
+    return {**content, "split": item.split, "content_digest": item.content_digest, "metadata": metadata}
+
+
 def export_lines(*, session: Session, evaluation: Eval, release: Release, split: Split, occurred_after: datetime | None = None, served: list[int] | None = None) -> Iterator[str]:
-    """A JSONL export: a header line (canary, release, roots; for the dev split also the sealed
-    items as item id and digest only), then one released item a line, each line canonical JSON.
-    `served`, when given, receives the id of each item whose line was yielded."""
-    header: dict[str, object] = {
-        "canary": release.canary,
-        "eval": evaluation.name,
-        "release": release.number,
-        "period_start": release.period_start.isoformat(),
-        "period_end": release.period_end.isoformat(),
-        "split": split.value,
-        "dev_merkle_root": release.dev_root,
-        "sealed_merkle_root": release.sealed_root,
-        "occurred_after": occurred_after.isoformat() if occurred_after else None,
-    }
-    if split is Split.DEV:
-        sealed = session.exec(
-            select(ReleaseItem.item_id, ReleaseItem.content_digest)
-            .where(ReleaseItem.release_id == release.id, ReleaseItem.split == Split.SEALED.value)
-            .order_by(col(ReleaseItem.item_id))
-        ).all()
-        header["sealed"] = [{"item_id": item_id, "content_digest": digest} for item_id, digest in sealed]
-    yield canonical_json(header) + "\n"
+    """A JSONL export: one released item a line (`export_row`), each line canonical JSON, newest
+    incident first; nothing else, so every line is an item. The release's roots and the sealed
+    items' digests are in its manifest (`manifest`). `served`, when given, receives the id of
+    each item whose line was yielded."""
     for item in released_items(session=session, release=release, split=split, occurred_after=occurred_after):
-        yield canonical_json({**item.content, "split": item.split, "content_digest": item.content_digest}) + "\n"
+        yield canonical_json(export_row(item, canary=release.canary, eval_name=evaluation.name, release_number=release.number)) + "\n"
         if served is not None:
             served.append(item.item_id)
 

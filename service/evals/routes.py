@@ -254,10 +254,12 @@ def _release_items_answer(session: Session, evaluation: Eval, release: Release, 
     return CachedContent(body=body, item_ids=tuple(item.item_id for item in items), release_number=release.number, headers=headers)
 
 
-@release_router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "A header line, then one item a line."}})
+@release_router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "One item a line (schema: ExportRow)."}})
 def export(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
-    """The split as JSON Lines, streamed: a header line with the eval's canary, the release, its
-    Merkle roots (and for dev, the sealed items as id and digest only), then one item a line."""
+    """The split as JSON Lines, streamed: one item a line and nothing else (`ExportRow`: the
+    released item, its split and digest, and `metadata` with the eval's canary, the release and
+    the item's own metadata as JSON text), so every line loads as one row. The Merkle roots and
+    the sealed items' digests are in the release's manifest (`GET .../releases/{ref}`)."""
     principal = authorize_split(request, split)
     cache: ReleaseContentCache = request.app.state.release_content_cache
     key = _dev_answer_key(session, "export", name, ref, occurred_after) if split is Split.DEV else ""

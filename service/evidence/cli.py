@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from pydantic import SecretStr, ValidationError
@@ -23,10 +23,14 @@ from curation.evidence.wording import p_text
 from schemas.evidence import EvidenceWarning, ProbeReport, TemporalSplitReport
 from schemas.probes import ProbeCreate
 from service.core.problems import ProblemError
+from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, err, fail, open_engine, out, progress_bar
 from service.evidence.probes import execute_probe, prepare_probe, probe_read, require_probe
 from service.evidence.temporal_split import temporal_split
+
+if TYPE_CHECKING:
+    from goldenset_client import Client
 
 report_app = typer.Typer(help="Contamination evidence reports.", no_args_is_help=True)
 
@@ -112,6 +116,11 @@ def temporal_split_command(
 ) -> None:
     """The model's score before versus after its training cutoff: evidence about one score, not a verdict."""
     image_format = _chart_format(chart) if chart is not None else None
+    with remote_client() as client:
+        if client is not None:
+            answer = client.temporal_split(model, eval_name=eval, corpus=corpus)
+            _output(TemporalSplitReport.model_validate(answer.model_dump(mode="json")), as_json=as_json, chart=chart, image_format=image_format)
+            return
     with Session(open_engine()) as session:
         try:
             report = temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus)
@@ -148,6 +157,10 @@ def probe_command(
         )  # fmt: skip
     except ValidationError as exc:
         raise fail("; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())) from exc
+    with remote_client() as client:
+        if client is not None:
+            _output(remote_probe(client, data), as_json=as_json, chart=chart, image_format=image_format)
+            return
     engine = open_engine()
     try:
         prepared = prepare_probe(engine=engine, data=data, actor=CLI_ACTOR, terms_max_age_days=get_settings().terms_max_age_days)
@@ -176,6 +189,26 @@ def probe_command(
             shown = probe_read(session, require_probe(session=session, probe_id=prepared.probe_id))
         raise fail(f"probe {prepared.probe_id} failed: {shown.error}", EXIT_FAILED)
     _output(report, as_json=as_json, chart=chart, image_format=image_format)
+
+
+def remote_probe(client: Client, data: ProbeCreate, *, poll_seconds: float = 0.5) -> ProbeReport:
+    """Start the probe on the service (which calls the endpoint, with the key sent or its own)
+    and wait for its report; a failed probe ends the command (exit 5)."""
+    import time
+
+    import goldenset_client.models as api
+
+    body = data.model_dump(mode="json", exclude_none=True)
+    if data.api_key is not None:
+        body["api_key"] = data.api_key.get_secret_value()
+    probe = client.start_probe(api.ProbeCreate.model_validate(body))
+    err.print(f"probe {probe.id}: {probe.total} items to {data.endpoint}, run by the service", highlight=False)
+    while probe.status not in ("done", "failed"):
+        time.sleep(poll_seconds)
+        probe = client.get_probe(probe.id)
+    if probe.status == "failed" or probe.report is None:
+        raise fail(f"probe {probe.id} failed: {probe.error}", EXIT_FAILED)
+    return ProbeReport.model_validate(probe.report.model_dump(mode="json"))
 
 
 def register(app: typer.Typer) -> None:

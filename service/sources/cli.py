@@ -22,11 +22,13 @@ from service.core.terminal import (
     EXIT_FAILED,
     EXIT_REFUSED,
     EXIT_REJECTED,
+    JsonOption,
     err,
     fail,
     open_engine,
     open_write_session,
     out,
+    print_json,
     print_secret,
     progress_bar,
 )
@@ -202,10 +204,13 @@ def _read_document(path: Path) -> dict[str, Any]:
 
 
 @source_app.command("list")
-def source_list() -> None:
+def source_list(as_json: JsonOption = False) -> None:
     """List sources with their item counts."""
     with open_write_session() as session:
         sources = list_sources(session=session)
+    if as_json:
+        print_json([source.model_dump(mode="json") for source in sources])
+        return
     table = Table("name", "kind", "items", "created")
     for source in sources:
         table.add_row(source.name, source.kind, str(source.item_count), f"{source.created_at:%Y-%m-%d %H:%M}")

@@ -3,9 +3,12 @@ immutability after an item changes, and the sealed slice's scope and budget."""
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.releases.content import CONTENT_FIELDS, canonical_json, content_digest
 from schemas.audit import AuditEvent
 from tests.conftest import LiveServer
 from tests.eval_support import ingest_and_curate
@@ -90,8 +93,14 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     assert as_epoch.status_code == 422 and as_epoch.json()["errors"][0]["location"] == "query.occurred_after"
     export = reader.get("/v1/evals/ops/releases/1/export.jsonl")
     lines = export.text.splitlines()
-    assert export.headers["content-type"].startswith("application/x-ndjson") and body["canary"] in lines[0]
-    assert len(lines) == 1 + len(dev["items"])
+    rows = [json.loads(line) for line in lines]
+    assert export.headers["content-type"].startswith("application/x-ndjson") and len(rows) == len(dev["items"])
+    assert {row["metadata"]["canary"] for row in rows} == {body["canary"]} and {row["metadata"]["release"] for row in rows} == {1}
+    assert {row["id"] for row in rows} == {item["item_id"] for item in dev["items"]}
+    by_id = {item["item_id"]: item for item in dev["items"]}
+    for row in rows:  # the released content comes back from the row, and hashes to its digest
+        content = {key: row[key] for key in CONTENT_FIELDS if key != "metadata"} | {"metadata": json.loads(row["metadata"]["item"])}
+        assert content == by_id[row["id"]]["content"] and content_digest(canonical_json(content)) == row["content_digest"]
 
     # An item changes at its source after the release: the release does not.
     ingest_and_curate(engine, "kev", [kev(5, "2024-02-05", "Entirely rewritten text after the release was published.")])
@@ -108,7 +117,7 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     assert read.status_code == 200 and read.headers["cache-control"] == "no-store" and "etag" not in read.headers
     assert {item["item_id"] for item in read.json()["items"]} == sealed_ids
     sealed_export = sealed_client.get("/v1/evals/ops/releases/1/export.jsonl", params={"split": "sealed"})
-    assert sealed_export.status_code == 200 and len(sealed_export.text.splitlines()) == 1 + len(sealed_ids)
+    assert sealed_export.status_code == 200 and len(sealed_export.text.splitlines()) == len(sealed_ids)
     spent = sealed_client.get("/v1/evals/ops/releases/1/items", params={"split": "sealed"})
     assert spent.status_code == 403
     problem = spent.json()

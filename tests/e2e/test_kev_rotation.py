@@ -123,5 +123,5 @@ def test_monthly_releases_of_the_kev_catalogue(live_server: LiveServer, engine: 
             assert not leaked, (path, leaked[:2])
             if path.endswith("export.jsonl"):
                 lines = [json.loads(line) for line in first.text.splitlines()]
-                assert lines[0]["canary"] == release.canary and {entry["item_id"] for entry in lines[0]["sealed"]} == sealed_ids
-                assert {line["id"] for line in lines[1:]} == set(items) - sealed_ids
+                assert {line["metadata"]["canary"] for line in lines} == {release.canary}
+                assert {line["id"] for line in lines} == set(items) - sealed_ids

@@ -26,7 +26,7 @@ FORBIDDEN = {
 }
 CURATION_MAY_USE_FROM_INGEST = {"ingest.normalisation", "ingest.http"}
 SERVICE_DOMAINS = ("sources", "items", "dedup", "evals", "runs", "evidence", "ui")
-ENTRY_POINTS = {"service.app", "service.cli", "service.scheduler"}
+ENTRY_POINTS = {"service.app", "service.cli", "service.process_cli", "service.scheduler"}
 MAX_LINES = 400
 MAX_SERVICE_TOP_MODULES = 8
 

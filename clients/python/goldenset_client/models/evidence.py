@@ -1,0 +1,241 @@
+"""Contamination evidence: temporal-split reports, corpus results and completion probes
+(`/v1/reports`, `/v1/corpora`, `/v1/probes`)."""
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from goldenset_client.models._base import _Request, _Response
+
+
+class CorpusResultError(_Response):
+    """One refused result: its `position` in `results` (0-based), a `reason` code and a `detail`."""
+
+    position: int
+    external_id: str
+    reason: str
+    detail: str
+
+
+class CorpusResultIn(_Request):
+    """One item's result, the item named by the corpus's own id (`external_id`, e.g. a CVE id)."""
+
+    external_id: str
+    score: float
+    human_success: float | None = None
+
+
+class CorpusResultsAccepted(_Response):
+    """What an upload did: `stored` new results, `replaced` changed ones, `unchanged` repeats;
+    `rejected` results are listed in `errors` (the rest of the batch is kept). `scored`: the
+    model's results on the corpus now, of `corpus_items`."""
+
+    corpus: str
+    model: str
+    stored: int
+    replaced: int
+    unchanged: int
+    rejected: int
+    errors: list[CorpusResultError]
+    scored: int
+    corpus_items: int
+
+
+class CorpusResultsPost(_Request):
+    """`POST /v1/corpora/{name}/results`: one model's per-item results on the corpus. `replace` lets a
+    different score overwrite a stored one (otherwise 409 names the items)."""
+
+    model: str
+    results: list[CorpusResultIn]
+    replace: bool = False
+
+
+CutMode = Literal["auto", "word_boundary", "before_options"]
+
+
+class CutPolicy(_Response):
+    """How items are cut. `fraction` is where in the text (by characters) the word-boundary cut aims;
+    both sides keep at least `min_prefix_words` / `min_remainder_words` words."""
+
+    mode: CutMode = "auto"
+    fraction: float = 0.5
+    min_prefix_words: int = 3
+    min_remainder_words: int = 3
+
+
+class EvidenceWarning(_Response):
+    """Something that weakens the evidence, with a stable `code` and a message a person can act on."""
+
+    code: str
+    message: str
+
+
+class Interval(_Response):
+    """A two-sided confidence interval at `level` (0.95: a 95% interval)."""
+
+    low: float
+    high: float
+    level: float
+
+
+SimilarityMetric = Literal["levenshtein", "lcs_ratio"]
+
+
+class MetricComparison(_Response):
+    """Pre-cutoff items against the control band on one metric."""
+
+    metric: SimilarityMetric
+    pre_median: float
+    control_median: float
+    median_gap: float
+    control_p95: float
+    share_above_control_p95: float
+    mann_whitney_u: float
+    p_value: float
+    length_matched_p_value: float
+    flagged: bool
+
+
+class MonthlyPoint(_Response):
+    """Items of one calendar month (UTC), `YYYY-MM`; `half` says on which side of the cutoff the month
+    lies (`straddles_cutoff` for the cutoff's own month when the cutoff is not its first day)."""
+
+    month: str
+    half: Literal["before_cutoff", "after_cutoff", "straddles_cutoff"]
+    n: int
+    mean_score: float
+    human_success_rate: float | None = None
+
+
+class ProbeCreate(_Request):
+    """`POST /v1/probes`: probe `model` through `endpoint` on an eval's dev items (`eval`, with
+    `release`) or on a registered public corpus (`corpus`); exactly one of the two."""
+
+    eval: str | None = None
+    release: int | str = "latest"
+    corpus: str | None = None
+    model: str
+    endpoint: str
+    limit: int | None = None
+    cut_policy: CutPolicy = Field(default_factory=CutPolicy)
+    alpha: float = 0.05
+    primary_metric: SimilarityMetric = "levenshtein"
+    allow_exposure: bool = False
+    dataset_name: str | None = None
+    split_name: str | None = None
+    remote_model: str | None = None
+    concurrency: int = 4
+    timeout_seconds: float = 60.0
+    max_attempts: int = 4
+    api_key: str | None = None
+
+
+class ProbeItemResult(_Response):
+    """One probed item. `remainder_chars` is the length of what it had to reproduce; `similarity` per
+    metric; `control_tail` per metric is the share of the control band scoring at least as high
+    (for a pre-cutoff item, (k + 1) / (n + 1): a per-item p-value against the control band; for
+    a control item, computed without itself); `above_control_p95` per metric whether it lies
+    above the control's 95th percentile. Reports carry ids and numbers, never item text, so they
+    can be shared beyond those who may read the items."""
+
+    item_id: str
+    occurred_at: datetime
+    band: Literal["pre_cutoff", "control"]
+    remainder_chars: int
+    similarity: dict[str, Any]
+    control_tail: dict[str, Any]
+    above_control_p95: dict[str, Any]
+
+
+class ProbeReport(_Response):
+    """A completion probe of one model on one dataset: per-item results and, per metric, the comparison
+    of pre-cutoff items with the control band (items dated on or after the cutoff).
+    `primary_metric` is the one the summary speaks of."""
+
+    kind: str = "completion_probe"
+    model: str
+    dataset: str
+    split: str
+    cutoff: date
+    alpha: float
+    cut_policy: CutPolicy
+    n_pre_cutoff: int
+    n_control: int
+    n_failed: int
+    n_not_cut: int
+    pre_remainder_median_chars: float
+    control_remainder_median_chars: float
+    primary_metric: SimilarityMetric
+    metrics: list[MetricComparison]
+    items: list[ProbeItemResult]
+    warnings: list[EvidenceWarning]
+    summary: str
+    statement: str
+
+
+ProbeStatus = Literal["queued", "running", "done", "failed"]
+
+
+class ProbeRead(_Response):
+    """A probe: what it probes, its progress, and its `report` once `status` is `done` (`error` says
+    why when `failed`). `exposed_items`: how many of its items the run marked exposed."""
+
+    id: int
+    status: ProbeStatus
+    eval: str | None
+    release: int | None
+    corpus: str | None
+    model: str
+    endpoint: str
+    run_id: int | None
+    dataset: str
+    split: str
+    total: int
+    done: int
+    exposes_items: bool
+    settings: dict[str, Any]
+    error: str | None
+    actor: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    report: ProbeReport | None = None
+
+
+class SplitHalf(_Response):
+    """The items on one side of the cutoff: how many, their mean score, their date range, and the human
+    success rate over the `human_n` items that have one."""
+
+    label: Literal["before_cutoff", "after_cutoff"]
+    n: int
+    mean_score: float
+    first_occurred_at: datetime
+    last_occurred_at: datetime
+    human_n: int = 0
+    human_success_rate: float | None = None
+
+
+class TemporalSplitReport(_Response):
+    """Score on items dated before the model's training cutoff versus after it."""
+
+    kind: str = "temporal_split"
+    model: str
+    corpus: str
+    score_name: str
+    cutoff: date
+    alpha: float
+    before: SplitHalf
+    after: SplitHalf
+    difference: float
+    interval: Interval
+    p_value: float
+    flagged: bool
+    minimum_detectable_difference: float
+    human_difference: float | None = None
+    bootstrap_resamples: int
+    permutation_resamples: int
+    monthly: list[MonthlyPoint]
+    warnings: list[EvidenceWarning]
+    summary: str
+    statement: str
