@@ -20,12 +20,13 @@ from schemas.review import Decision, ReviewDecision
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
-from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, err, fail, open_engine, out, print_json, print_rows
+from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, err, fail, open_engine, out
 from service.items.edit_cli import item_app
-from service.items.review_cli import describe_undone, interactive_review, open_window
+from service.items.local_review import interactive_review, open_window
+from service.items.review_cli import describe_undone
 
 if TYPE_CHECKING:
-    from goldenset_client import Client
+    pass
 
 
 def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> bool:
@@ -88,7 +89,6 @@ def review(
             "opening it takes one unit of the eval's sealed-read budget (GOLDENSET_SEALED_RUN_READ_HOURS long).",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Over the API without ids: print the queue as JSON.")] = False,
 ) -> None:
     r"""Approve or reject the items dedup kept as unique, or undo a decision.
 
@@ -110,14 +110,18 @@ def review(
     Close calls: \[k]eep as duplicate, \[n]ot a duplicate (asks a note), \[s]kip,
     \[q]uit. Any other key is named and asked again.
 
-    Over the API (--url), decisions and undos by id work as here, and without ids the eval's
-    review queue is listed (a table, or --json) instead of walked.
+    Over the API (--url) it works the same on an eval's queue (--eval), as the token's owner.
 
     Exit status: 0 when all were taken, 3 when some were refused, 2 on bad usage,
     7 when the eval's sealed-read budget is spent."""
     with remote_client() as client:
         if client is not None:
-            remote_review(client, eval_name=eval_name, approve=approve or [], reject=reject or [], undo=undo or [], reason=reason, limit=limit, as_json=as_json)
+            from service.items.remote_review import remote_review
+
+            remote_review(
+                client, eval_name=eval_name, approve=approve or [], reject=reject or [], undo=undo or [], reason=reason,
+                limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view,
+            )  # fmt: skip
             return
     engine = open_engine()
     if undo or approve or reject:
@@ -138,49 +142,6 @@ def review(
     if sealed_view and evaluation is not None:
         open_window(engine, evaluation)
     interactive_review(engine, sources=sources, evaluation=evaluation, limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view)
-
-
-def remote_review(client: Client, *, eval_name: str | None, approve: list[int], reject: list[int], undo: list[int], reason: str, limit: int, as_json: bool) -> None:
-    """`review` over the API: undos, then decisions, by id (exit 3 when any was refused); or,
-    without ids, the first `limit` entries of the eval's review queue."""
-    import goldenset_client.models as api
-    from goldenset_client import GoldensetError
-
-    if undo or approve or reject:
-        refused = False
-        for item_id in undo:
-            try:
-                undone = client.undo_review(item_id)
-            except GoldensetError as exc:
-                err.print(f"[yellow]item {item_id} not undone:[/] {escape(exc.detail)}", highlight=False)
-                refused = True
-                continue
-            out.print(f"item {undone.item_id}: {undone.undone} undone, back in the review queue", highlight=False)
-        decisions = [api.ReviewDecision(item_id=item_id, decision="approve", reason=reason) for item_id in approve]
-        decisions += [api.ReviewDecision(item_id=item_id, decision="reject", reason=reason) for item_id in reject]
-        if decisions:
-            outcome = client.review(decisions)
-            if outcome.approved:
-                out.print(f"approved: {', '.join(str(item_id) for item_id in outcome.approved)}")
-            if outcome.rejected:
-                out.print(f"rejected: {', '.join(str(item_id) for item_id in outcome.rejected)}")
-            for error in outcome.errors:
-                err.print(f"[yellow]item {escape(error.external_id or '')}[/]: {escape(error.detail)}", highlight=False)
-            refused = refused or bool(outcome.errors)
-        if refused:
-            raise typer.Exit(EXIT_REJECTED)
-        return
-    if eval_name is None:
-        raise fail("over the API, name the eval whose queue to list (--eval NAME), or act on ids with --approve/--reject/--undo")
-    page = client.review_queue(eval_name, limit=limit)
-    rows = [entry.model_dump(mode="json") for entry in page.entries]
-    columns = {"id": "item", "source": "source", "occurred_at": "occurred (UTC)", "title": "title", "status": "status", "sealed": "sealed"}
-    if as_json:
-        print_json(page.model_dump(mode="json"))
-        return
-    print_rows(rows, columns, as_json=False, caption=f"{len(rows)} of {page.total} waiting; decide with --approve ID / --reject ID --reason TEXT")
-    if page.note:
-        err.print(escape(page.note), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

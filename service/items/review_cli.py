@@ -8,39 +8,29 @@ Sealed-bound items are shown by metadata only (source, date, status, dedup decis
 command line holds a sealed review window on the eval (`--sealed-view`); their neighbours are never
 shown, and neither is any sealed neighbour of another item, nor a low-margin pair with a sealed
 side. Item text is printed as text, never read as Rich markup.
+
+The pass itself (`review_pass`) asks a `ReviewDesk` for neighbours and to record decisions: the
+database's here (`LocalDesk`), the API's with `--url` (`service.items.remote_review.RemoteDesk`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
 
 import typer
+from pydantic import BaseModel
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
-from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.index import MixedRecipeError
-from curation.dedup.overrides import OverrideRefused, rule_not_duplicate
-from curation.dedup.similarity import nearest_neighbours
-from curation.review import ReviewRefused, decide, undo_review
 from schemas.dedup import LowMarginDuplicate
-from schemas.evals import Eval
 from schemas.item import Item
-from schemas.review import Decision, ReviewQueueEntry, ReviewQueuePage, ReviewUndone, SealedReviewWindow
-from schemas.source import Source
-from service.core.db import write_session, write_transaction
-from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, err, fail, out
-from service.dedup.reads import low_margin_for_readers
-from service.evals.review_queue import QueueFilters
-from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
-from service.items.reads import withheld
+from schemas.review import Decision, ReviewQueueEntry, ReviewQueuePage, ReviewUndone
+from service.core.terminal import err, out
 
 ENDPOINT = "goldenset review"
 NEIGHBOURS = 3
@@ -65,41 +55,6 @@ def describe_undone(undone: ReviewUndone) -> str:
     )
 
 
-def open_window(engine: Engine, evaluation: Eval) -> SealedReviewWindow:
-    """Open (or find open) the command line's sealed review window on `evaluation`, and say so; a
-    spent budget ends the command (exit 7)."""
-    with write_session(engine) as session:
-        current = session.get(Eval, evaluation.id)
-        assert current is not None
-        try:
-            window = open_sealed_review(session=session, evaluation=current, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
-        except SealedReviewBudgetSpent as exc:
-            raise fail(escape(str(exc)), EXIT_BUDGET) from exc
-    how = "opened now" if window.opened else "already open"
-    out.print(
-        f"sealed review window on eval {escape(window.eval)} {how}, until {window.until:%Y-%m-%d %H:%M} UTC ({window.used} of its sealed-read budget of "
-        f"{window.budget} used since its latest release); every sealed-bound item shown is audited",
-        highlight=False,
-    )
-    return window
-
-
-def _deduplicator(engine: Engine) -> Deduplicator | None:
-    from service.dedup.encoder import get_encoder
-    from service.dedup.reader import DedupReader
-
-    settings = get_settings()
-    try:
-        with err.status("loading the dedup index"):
-            encoder = get_encoder(settings, engine)
-            reader = DedupReader(settings, encoder=lambda: encoder)
-            with Session(engine) as session:
-                return reader.deduplicator(session)
-    except (MixedRecipeError, OSError) as exc:
-        err.print(f"[yellow]neighbours not shown:[/] {escape(str(exc))}", highlight=False)
-        return None
-
-
 def _texts(title: str, input_text: str, reference: str) -> list[RenderableType]:
     lines: list[RenderableType] = [Text(title, style="bold"), Text(input_text)]
     if reference:
@@ -107,7 +62,54 @@ def _texts(title: str, input_text: str, reference: str) -> list[RenderableType]:
     return lines
 
 
-def item_panel(item: Item, source: str) -> Panel:
+class Shown(BaseModel):
+    """What a panel shows of an item (a stored `Item`, or an item as the API answers it)."""
+
+    id: int | None
+    external_id: str
+    occurred_at: datetime
+    title: str
+    input: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A curated item near the one under review, as a row of its neighbours' table."""
+
+    id: int
+    score: float
+    status: str
+    occurred_at: datetime
+    title: str
+
+
+class ReviewDesk(Protocol):
+    """Where a review pass reads neighbours and records what the person decides. Refusals come
+    back as their detail (str), never raised: the pass names them and goes on."""
+
+    def neighbours(self, item_id: int, count: int) -> list[Neighbour] | None:
+        """Up to `count` curated, unsealed neighbours of the item (None: not shown at all)."""
+        ...
+
+    def decide(self, item_id: int, decision: Decision, reason: str) -> str | None:
+        """Approve or reject; None when taken, else why not."""
+        ...
+
+    def undo(self, item_id: int) -> ReviewUndone | str:
+        """Undo the newest decision this reviewer took of the item, or why not."""
+        ...
+
+    def pair(self, doubt: LowMarginDuplicate) -> tuple[Panel, Panel] | None:
+        """The low-margin duplicate and the item it matched, as panels (None: one is gone)."""
+        ...
+
+    def rule_not_duplicate(self, item_id: int, note: str) -> str | None:
+        """Rule the duplicate not one; None when taken, else why not."""
+        ...
+
+
+def item_panel(item: Item | Shown, source: str) -> Panel:
     """The item's whole title, input and reference, headed by its id, source, external id and date."""
     title = Text(f"item {item.id} · {source} · {item.external_id} · {item.occurred_at:%Y-%m-%d}")
     return Panel(Group(*_texts(item.title, item.input, item.reference)), title=title, title_align="left")
@@ -142,20 +144,14 @@ def entry_panel(entry: ReviewQueueEntry, total: int, status: str) -> Panel:
     return Panel(Group(*lines), title=Text(" · ".join(head)), title_align="left")
 
 
-def _neighbours(session: Session, entry: ReviewQueueEntry, deduplicator: Deduplicator, secret_key: str) -> None:
-    item = session.get(Item, entry.id)
-    if item is None:
-        return
-    # Sealed neighbours are left out (as the API leaves them out), so more are asked for.
-    found = nearest_neighbours(session=session, deduplicator=deduplicator, item=item, k=NEIGHBOURS * 4)
-    hidden = withheld(session=session, item_ids=[other.id for _, other in found if other.id is not None], secret_key=secret_key)
-    shown = [(similar, other) for similar, other in found if other.id not in hidden][:NEIGHBOURS]
-    if not shown:
+def print_neighbours(found: list[Neighbour]) -> None:
+    """The neighbours' table, or a line saying there are none."""
+    if not found:
         out.print("[dim]no curated neighbours[/]")
         return
     table = Table("nearest", "score", "status", "date", "title", show_edge=False)
-    for similar, other in shown:
-        table.add_row(str(other.id), f"{similar.score:.2f}", other.status, f"{other.occurred_at:%Y-%m-%d}", Text(other.title, overflow="fold"))
+    for other in found:
+        table.add_row(str(other.id), f"{other.score:.2f}", other.status, f"{other.occurred_at:%Y-%m-%d}", Text(other.title, overflow="fold"))
     out.print(table)
 
 
@@ -183,10 +179,8 @@ class QueuePass:
     """One pass over a page of the queue: the decisions it took, in order, so `u` can take the
     newest back, and the items skipped and not decided since."""
 
-    engine: Engine
+    desk: ReviewDesk
     page: ReviewQueuePage
-    secret_key: str
-    deduplicator: Deduplicator | None
     decided: dict[int, Decision] = field(default_factory=dict)
     taken: list[int] = field(default_factory=list)
     skipped: set[int] = field(default_factory=set)
@@ -233,16 +227,13 @@ class QueuePass:
 
     def _show(self, entry: ReviewQueueEntry) -> None:
         out.print(entry_panel(entry, self.page.total, self._status(entry)))
-        if self.deduplicator is not None and not entry.withheld:
-            with Session(self.engine) as session:
-                _neighbours(session, entry, self.deduplicator, self.secret_key)
+        if not entry.withheld and (found := self.desk.neighbours(entry.id, NEIGHBOURS)) is not None:
+            print_neighbours(found)
 
     def _decide(self, entry: ReviewQueueEntry, decision: Decision, reason: str) -> None:
-        try:
-            with write_transaction(self.engine) as session:
-                decide(session=session, item_id=entry.id, decision=decision, reason=reason, actor=CLI_ACTOR)
-        except ReviewRefused as exc:
-            err.print(f"[yellow]not decided:[/] {escape(exc.detail)}", highlight=False)
+        refused = self.desk.decide(entry.id, decision, reason)
+        if refused is not None:
+            err.print(f"[yellow]not decided:[/] {escape(refused)}", highlight=False)
             return
         self.decided[entry.id] = decision
         self.taken.append(entry.id)
@@ -254,11 +245,9 @@ class QueuePass:
             err.print("nothing to undo: no decision was taken in this pass", highlight=False)
             return None
         item_id = self.taken.pop()
-        try:
-            with write_transaction(self.engine) as session:
-                undone = undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
-        except ReviewRefused as exc:
-            err.print(f"[yellow]not undone:[/] {escape(exc.detail)}", highlight=False)
+        undone = self.desk.undo(item_id)
+        if isinstance(undone, str):
+            err.print(f"[yellow]not undone:[/] {escape(undone)}", highlight=False)
             return None
         del self.decided[item_id]
         self.undone += 1
@@ -273,19 +262,10 @@ class QueuePass:
             out.print(f"{beyond} more item(s) wait in the queue beyond --limit {self.page.limit}")
 
 
-def interactive_review(engine: Engine, *, sources: Sequence[str], evaluation: Eval | None, limit: int, neighbours: bool, margin: float, sealed_view: bool = False) -> None:
-    """Walk the first `limit` entries of the review queue of `sources` (`evaluation`'s, when given:
-    its sealed review window, if `sealed_view` opened one, shows its sealed-bound items), oldest
-    incident first, each decision committed at once; then each duplicate of theirs decided with a
-    margin under `margin`, closest call first."""
-    secret_key = get_settings().secret_key.get_secret_value()
-    viewer = Viewer(actor=CLI_ACTOR, token_id=None, may_see_sealed=sealed_view, endpoint=ENDPOINT)
-    page = serve_queue(engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=QueueFilters(), limit=limit, offset=0, evaluation=evaluation)
-    doubtful: list[LowMarginDuplicate] = []
-    if margin > 0:
-        with Session(engine) as session:
-            doubtful = low_margin_for_readers(session=session, secret_key=secret_key, sources=sources, margin=margin, limit=limit)
-    names = escape(", ".join(sources))
+def review_pass(desk: ReviewDesk, page: ReviewQueuePage, doubtful: list[LowMarginDuplicate], *, names: str, margin: float) -> None:
+    """The interactive pass over `page` of the queue of `names`, then over the `doubtful`
+    duplicates, each decision recorded at once on `desk`."""
+    names = escape(names)
     if not page.entries and not doubtful:
         out.print(f"nothing to review in {names}: no items waiting (unique and undecided) and no duplicates decided with a margin under {margin}", highlight=False)
         return
@@ -297,27 +277,24 @@ def interactive_review(engine: Engine, *, sources: Sequence[str], evaluation: Ev
                 "--sealed-view (with --eval) opens an audited sealed review window, which takes one unit of the eval's sealed-read budget",
                 highlight=False,
             )
-        deduplicator = _deduplicator(engine) if neighbours and any(not entry.withheld for entry in page.entries) else None
-        if not QueuePass(engine=engine, page=page, secret_key=secret_key, deduplicator=deduplicator).run():
+        if not QueuePass(desk=desk, page=page).run():
             return
     if doubtful:
-        _review_doubtful(engine, doubtful, margin=margin)
+        _review_doubtful(desk, doubtful, margin=margin)
 
 
-def _review_doubtful(engine: Engine, doubtful: list[LowMarginDuplicate], *, margin: float) -> None:
+def _review_doubtful(desk: ReviewDesk, doubtful: list[LowMarginDuplicate], *, margin: float) -> None:
     """Show each low-margin duplicate beside the item it matched: keep it, or rule it not a duplicate."""
     counts = {"kept": 0, "ruled not a duplicate": 0, "skipped": 0}
     out.print(f"{len(doubtful)} duplicate(s) decided with a margin under {margin}: check each against the item it matched")
     for entry in doubtful:
-        with Session(engine) as session:
-            item, matched = session.get(Item, entry.item_id), session.get(Item, entry.matched_item_id)
-            if item is None or matched is None:
-                continue
-            matched_source = session.get(Source, matched.source_id)
+        panels = desk.pair(entry)
+        if panels is None:
+            continue
         beside = Table.grid(expand=True, padding=(0, 1))
         beside.add_column(ratio=1)
         beside.add_column(ratio=1)
-        beside.add_row(item_panel(item, entry.source), item_panel(matched, matched_source.name if matched_source else "?"))
+        beside.add_row(*panels)
         out.print(beside)
         out.print(f"{entry.status} of item {entry.duplicate_of} · stage {entry.stage} · rule {entry.rule} · score {entry.score:.3f} · margin {entry.margin:.3f}", highlight=False)
         action = ask(DOUBT_PROMPT, DOUBT_KEYS)
@@ -329,11 +306,9 @@ def _review_doubtful(engine: Engine, doubtful: list[LowMarginDuplicate], *, marg
         note = ""
         while not note.strip():
             note = typer.prompt("why is it not a duplicate")
-        try:
-            with write_transaction(engine) as session:
-                rule_not_duplicate(session=session, item_id=entry.item_id, note=note, actor=CLI_ACTOR)
-        except OverrideRefused as exc:
-            err.print(f"[yellow]not ruled:[/] {escape(exc.detail)}", highlight=False)
+        refused = desk.rule_not_duplicate(entry.item_id, note)
+        if refused is not None:
+            err.print(f"[yellow]not ruled:[/] {escape(refused)}", highlight=False)
             continue
         counts["ruled not a duplicate"] += 1
     out.print(", ".join(f"{label} {count}" for label, count in counts.items()))

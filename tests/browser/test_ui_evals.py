@@ -171,8 +171,8 @@ def test_the_manifest_page_verifies_and_its_downloads_match_the_release(page: Pa
     download = waiting.value
     assert download.suggested_filename == f"{EVAL}-2-dev.jsonl"
     lines = Path(download.path()).read_text(encoding="utf-8").splitlines()
-    header, items = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
-    assert header["canary"] == release.canary and header["release"] == 2 and header["dev_merkle_root"] == release.dev_root
+    items = [json.loads(line) for line in lines]  # one item a line, each carrying the canary and the release
+    assert {(item["metadata"]["canary"], item["metadata"]["release"]) for item in items} == {(release.canary, 2)}
     assert len(items) == release.dev_count and {item["split"] for item in items} == {"dev"}
     deadline = time.monotonic() + 10
     while len(_audit_events(ui_server.engine, "release.export", "token:reader")) == before and time.monotonic() < deadline:

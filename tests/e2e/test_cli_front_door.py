@@ -125,11 +125,10 @@ def test_curator_commands_work_over_the_api_with_no_database(live_server: LiveSe
     figures = json.loads(report.stdout)
     assert figures["kind"] == "temporal_split" and figures["difference"] == pytest.approx(-0.5)
 
-    queue = _run(["review", "--eval", "ops", "--json"], cwd=work, env=env)
-    assert queue.returncode == 0, queue.stderr
-    assert json.loads(queue.stdout)["eval"] == "ops"
     decided = _run(["review", "--reject", str(min(dev)), "--reason", "a test"], cwd=work, env=env)
-    assert decided.returncode in (0, 3) and (str(min(dev)) in decided.stdout + decided.stderr)
+    assert decided.returncode == 0 and f"rejected: {min(dev)}" in decided.stdout, decided.stdout + decided.stderr
+    again = _run(["review", "--reject", str(min(dev)), "--reason", "a test"], cwd=work, env=env)  # refused, named, exit 3
+    assert again.returncode == 3 and f"item {min(dev)}" in again.stderr, again.stdout + again.stderr
 
     listings: dict[tuple[str, ...], Callable[[Any], bool]] = {
         ("model", "list", "--json"): lambda data: [model["name"] for model in data] == ["m1"],
@@ -152,4 +151,5 @@ def test_curator_commands_work_over_the_api_with_no_database(live_server: LiveSe
     no_token = _run(["model", "list"], cwd=work, env={"GOLDENSET_URL": live_server.url})
     assert no_token.returncode == 2 and "GOLDENSET_TOKEN" in no_token.stderr
     assert not (tmp_path / "absent").exists() and not (work / "var").exists()
+
 

@@ -16,12 +16,12 @@ from schemas.item import Item
 from service.cli import app
 from service.core.settings import Settings
 from tests.dedup_support import curated_pool, hadoop_reports, shared_encoder
-from tests.support.command_line import command_line
+from tests.support.command_line import REVIEW_MODULES, command_line
 
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    with command_line(database_url, monkeypatch, encoder=shared_encoder(), wide=("service.dedup.dedup_cli", "service.items.cli", "service.items.review_cli")) as runner:
+    with command_line(database_url, monkeypatch, encoder=shared_encoder(), wide=("service.dedup.dedup_cli", *REVIEW_MODULES)) as runner:
         yield runner
 
 

@@ -22,7 +22,7 @@ from service.core.db import write_transaction
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
 from tests.integration.test_refresh import kev
-from tests.support.command_line import command_line
+from tests.support.command_line import REVIEW_MODULES, command_line
 
 LONG_TAIL = "tailmarker-past-six-hundred"
 PROMPT = "[a]pprove, [r]eject, [s]kip, [b]ack, [u]ndo, [q]uit"
@@ -30,7 +30,7 @@ PROMPT = "[a]pprove, [r]eject, [s]kip, [b]ack, [u]ndo, [q]uit"
 
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", "service.items.cli", "service.items.review_cli")) as runner:
+    with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.cli", *REVIEW_MODULES)) as runner:
         yield runner
 
 

@@ -14,6 +14,9 @@ from curation.dedup.embeddings import Encoder
 from service.core.settings import get_settings
 from tests.conftest import TEST_SECRET_KEY
 
+REVIEW_MODULES = ("service.items.cli", "service.items.review_cli", "service.items.local_review")
+"""The modules whose consoles print `goldenset review`'s pass."""
+
 
 @contextmanager
 def command_line(database_url: str, monkeypatch: pytest.MonkeyPatch, *, encoder: Encoder, wide: Sequence[str] = ()) -> Iterator[CliRunner]:

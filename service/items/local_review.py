@@ -1,0 +1,140 @@
+"""`goldenset review` on the database: the queue served as the API serves it
+(`service.evals.sealed_review.serve_queue`, each read audited), neighbours from the dedup index
+over stored vectors (the model is loaded, never run on a stored item), decisions and rulings
+recorded as the command line (`cli`); the pass itself is `service.items.review_cli.review_pass`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.markup import escape
+from rich.panel import Panel
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from curation.dedup.deduplicator import Deduplicator
+from curation.dedup.index import MixedRecipeError
+from curation.dedup.overrides import OverrideRefused, rule_not_duplicate
+from curation.dedup.similarity import nearest_neighbours
+from curation.review import ReviewRefused, decide, undo_review
+from schemas.dedup import LowMarginDuplicate
+from schemas.evals import Eval
+from schemas.item import Item
+from schemas.review import Decision, ReviewUndone, SealedReviewWindow
+from schemas.source import Source
+from service.core.db import write_session, write_transaction
+from service.core.settings import get_settings
+from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, err, fail, out
+from service.dedup.reads import low_margin_for_readers
+from service.evals.review_queue import QueueFilters
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
+from service.items.reads import withheld
+from service.items.review_cli import Neighbour, item_panel, review_pass
+
+ENDPOINT = "goldenset review"
+
+
+@dataclass
+class LocalDesk:
+    """The review's reads and writes on the database, as the command line (`cli`). Neighbours come
+    from the dedup index over stored vectors (`deduplicator`; None: not shown)."""
+
+    engine: Engine
+    secret_key: str
+    deduplicator: Deduplicator | None
+
+    def neighbours(self, item_id: int, count: int) -> list[Neighbour] | None:
+        if self.deduplicator is None:
+            return None
+        with Session(self.engine) as session:
+            item = session.get(Item, item_id)
+            if item is None:
+                return []
+            # Sealed neighbours are left out (as the API leaves them out), so more are asked for.
+            found = nearest_neighbours(session=session, deduplicator=self.deduplicator, item=item, k=count * 4)
+            hidden = withheld(session=session, item_ids=[other.id for _, other in found if other.id is not None], secret_key=self.secret_key)
+        shown = [(similar, other) for similar, other in found if other.id not in hidden and other.id is not None][:count]
+        return [Neighbour(id=other.id, score=similar.score, status=other.status, occurred_at=other.occurred_at, title=other.title) for similar, other in shown if other.id]
+
+    def decide(self, item_id: int, decision: Decision, reason: str) -> str | None:
+        try:
+            with write_transaction(self.engine) as session:
+                decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR)
+        except ReviewRefused as exc:
+            return exc.detail
+        return None
+
+    def undo(self, item_id: int) -> ReviewUndone | str:
+        try:
+            with write_transaction(self.engine) as session:
+                return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+        except ReviewRefused as exc:
+            return exc.detail
+
+    def pair(self, doubt: LowMarginDuplicate) -> tuple[Panel, Panel] | None:
+        with Session(self.engine) as session:
+            item, matched = session.get(Item, doubt.item_id), session.get(Item, doubt.matched_item_id)
+            if item is None or matched is None:
+                return None
+            matched_source = session.get(Source, matched.source_id)
+        return item_panel(item, doubt.source), item_panel(matched, matched_source.name if matched_source else "?")
+
+    def rule_not_duplicate(self, item_id: int, note: str) -> str | None:
+        try:
+            with write_transaction(self.engine) as session:
+                rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR)
+        except OverrideRefused as exc:
+            return exc.detail
+        return None
+
+
+def open_window(engine: Engine, evaluation: Eval) -> SealedReviewWindow:
+    """Open (or find open) the command line's sealed review window on `evaluation`, and say so; a
+    spent budget ends the command (exit 7)."""
+    with write_session(engine) as session:
+        current = session.get(Eval, evaluation.id)
+        assert current is not None
+        try:
+            window = open_sealed_review(session=session, evaluation=current, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
+        except SealedReviewBudgetSpent as exc:
+            raise fail(escape(str(exc)), EXIT_BUDGET) from exc
+    how = "opened now" if window.opened else "already open"
+    out.print(
+        f"sealed review window on eval {escape(window.eval)} {how}, until {window.until:%Y-%m-%d %H:%M} UTC ({window.used} of its sealed-read budget of "
+        f"{window.budget} used since its latest release); every sealed-bound item shown is audited",
+        highlight=False,
+    )
+    return window
+
+
+def _deduplicator(engine: Engine) -> Deduplicator | None:
+    from service.dedup.encoder import get_encoder
+    from service.dedup.reader import DedupReader
+
+    settings = get_settings()
+    try:
+        with err.status("loading the dedup index"):
+            encoder = get_encoder(settings, engine)
+            reader = DedupReader(settings, encoder=lambda: encoder)
+            with Session(engine) as session:
+                return reader.deduplicator(session)
+    except (MixedRecipeError, OSError) as exc:
+        err.print(f"[yellow]neighbours not shown:[/] {escape(str(exc))}", highlight=False)
+        return None
+
+
+def interactive_review(engine: Engine, *, sources: Sequence[str], evaluation: Eval | None, limit: int, neighbours: bool, margin: float, sealed_view: bool = False) -> None:
+    """Walk the first `limit` entries of the review queue of `sources` (`evaluation`'s, when given:
+    its sealed review window, if `sealed_view` opened one, shows its sealed-bound items), oldest
+    incident first, each decision committed at once; then each duplicate of theirs decided with a
+    margin under `margin`, closest call first."""
+    secret_key = get_settings().secret_key.get_secret_value()
+    viewer = Viewer(actor=CLI_ACTOR, token_id=None, may_see_sealed=sealed_view, endpoint=ENDPOINT)
+    page = serve_queue(engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=QueueFilters(), limit=limit, offset=0, evaluation=evaluation)
+    doubtful: list[LowMarginDuplicate] = []
+    if margin > 0:
+        with Session(engine) as session:
+            doubtful = low_margin_for_readers(session=session, secret_key=secret_key, sources=sources, margin=margin, limit=limit)
+    deduplicator = _deduplicator(engine) if neighbours and any(not entry.withheld for entry in page.entries) else None
+    review_pass(LocalDesk(engine, secret_key, deduplicator), page, doubtful, names=", ".join(sources), margin=margin)
