@@ -76,5 +76,7 @@ def remote_failure(exc: GoldensetError) -> typer.Exit:
     else:
         code = EXIT_FAILED
     where = f" ({TARGET.url})" if exc.status == 0 or exc.status >= 500 else ""
-    text = exc.detail or exc.title or str(exc)
-    return fail(f"{text}{where}" + (f" [condition: {condition}]" if condition else ""), code)
+    from rich.markup import escape
+
+    text = escape(exc.detail or exc.title or str(exc))
+    return fail(f"{text}{where}" + (f" (condition: {condition})" if condition else ""), code)

@@ -19,6 +19,7 @@ from schemas.common import MAX_ROW_ID
 from schemas.dedup import DedupStats
 from schemas.item import Item
 from service.core.db import write_transaction
+from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, fail, open_engine, out
 from service.dedup.reads import stats_for_readers
@@ -32,9 +33,13 @@ NoteOption = Annotated[str, typer.Option("--note", help="Why (required): kept wi
 def stats(as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON (the shape of `GET /v1/dedup/stats`).")] = False) -> None:
     """What dedup decided: items by status, decisions in force by stage and rule, cluster sizes and
     the largest clusters (a sealed representative's title withheld), rulings in force by kind and
-    the share of decided items marked duplicate."""
-    with Session(open_engine()) as session:
-        figures = stats_for_readers(session=session, secret_key=get_settings().secret_key.get_secret_value())
+    the share of decided items marked duplicate. Works over the API with --url."""
+    with remote_client() as client:
+        if client is not None:
+            figures = DedupStats.model_validate(client.dedup_stats().model_dump(mode="json"))
+        else:
+            with Session(open_engine()) as session:
+                figures = stats_for_readers(session=session, secret_key=get_settings().secret_key.get_secret_value())
     if as_json:
         typer.echo(figures.model_dump_json(indent=2))
         return

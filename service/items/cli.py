@@ -22,7 +22,6 @@ from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, err, fail, open_engine, out
 from service.items.edit_cli import item_app
-from service.items.local_review import interactive_review, open_window
 from service.items.review_cli import describe_undone
 
 if TYPE_CHECKING:
@@ -123,6 +122,8 @@ def review(
                 limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view,
             )  # fmt: skip
             return
+    from service.items.local_review import interactive_review, open_window  # loads the dedup index's modules
+
     engine = open_engine()
     if undo or approve or reject:
         done = undo_ids(engine, undo or [])

@@ -26,7 +26,6 @@ from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, fail, open_engine, out
-from service.items.reads import require_item, withheld
 
 item_app = typer.Typer(help="Edit items, and show what each revision changed.", no_args_is_help=True)
 ItemArgument = Annotated[int, typer.Argument(min=1, max=MAX_ROW_ID, help="The item's id.")]
@@ -43,6 +42,8 @@ def _text_file(path: Path | None, what: str) -> str | None:
 
 
 def _is_sealed(session: Session, item_id: int) -> bool:
+    from service.items.reads import withheld  # the dedup index's modules load only when a command runs
+
     return item_id in withheld(session=session, item_ids=[item_id], secret_key=get_settings().secret_key.get_secret_value())
 
 
@@ -129,6 +130,8 @@ def revisions(
     engine = open_engine()
     with Session(engine) as session:
         try:
+            from service.items.reads import require_item
+
             stored, _source = require_item(session, item)
         except ProblemError as exc:
             raise fail(exc.detail) from exc

@@ -15,7 +15,8 @@ from ingest.mapping import MappingError, load_mapping
 from ingest.preparing import usable_cores
 from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
-from schemas.source import SourceCreate, SourceKind, check_source_name
+from schemas.source import SourceCreate, SourceKind, SourceRead, check_source_name
+from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import (
     CLI_ACTOR,
@@ -205,9 +206,13 @@ def _read_document(path: Path) -> dict[str, Any]:
 
 @source_app.command("list")
 def source_list(as_json: JsonOption = False) -> None:
-    """List sources with their item counts."""
-    with open_write_session() as session:
-        sources = list_sources(session=session)
+    """List sources with their item counts (over the API with --url)."""
+    with remote_client() as client:
+        if client is not None:
+            sources = [SourceRead.model_validate(source.model_dump(mode="json")) for source in client.list_sources()]
+        else:
+            with open_write_session() as session:
+                sources = list_sources(session=session)
     if as_json:
         print_json([source.model_dump(mode="json") for source in sources])
         return

@@ -5,6 +5,8 @@ body schemas). Both clients call every route."""
 
 from __future__ import annotations
 
+import asyncio
+import collections.abc
 import inspect
 import json
 import re
@@ -13,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import goldenset_client
-import goldenset_client.async_client
-import goldenset_client.client
 import pytest
 from goldenset_client import AsyncClient, Client, models, routes
+from goldenset_client._operations import operation
+from goldenset_client.operations import Operations
 from pydantic import BaseModel, TypeAdapter
 
 from service.app import create_app
@@ -226,19 +227,57 @@ def _options(found: Any) -> set[Any]:
     return {found}
 
 
+def client_source(cls: type) -> str:
+    """The source of every goldenset_client module `cls` takes methods from: its own and its bases'."""
+    modules = {base.__module__: base for base in cls.__mro__ if base.__module__.startswith("goldenset_client.")}
+    return "".join(Path(inspect.getfile(base)).read_text(encoding="utf-8") for base in modules.values())
+
+
+def public_methods(client: object) -> dict[str, Any]:
+    """A client's public methods, bound."""
+    return {name: member for name in dir(client) if not name.startswith("_") and callable(member := getattr(client, name))}
+
+
+def answer(signature: inspect.Signature) -> Any:
+    """A method's return annotation, an iterator's and an async iterator's alike (`iter_*`), and
+    each client's own type (`from_env`) alike."""
+    found = signature.return_annotation
+    if isinstance(found, typing.TypeVar) and isinstance(found.__bound__, typing.ForwardRef) and found.__bound__.__forward_arg__ in {"Client", "AsyncClient"}:
+        return "the client"
+    if typing.get_origin(found) in {collections.abc.Iterator, collections.abc.AsyncIterator}:
+        return ("iterator", typing.get_args(found))
+    return found
+
+
 def test_both_clients_call_every_route_and_have_the_same_methods() -> None:
-    for module in (goldenset_client.client, goldenset_client.async_client):
-        source = Path(inspect.getfile(module)).read_text(encoding="utf-8")
-        called = set(re.findall(r"routes\.([A-Z_]+)\.call\(", source))
-        assert sorted(name for name, value in vars(routes).items() if isinstance(value, routes.Route) and name not in called) == [], module.__name__
+    for cls in (Client, AsyncClient):
+        assert issubclass(cls, Operations)
+        called = set(re.findall(r"routes\.([A-Z_]+)\.call\(", client_source(cls)))
+        assert sorted(name for name, value in vars(routes).items() if isinstance(value, routes.Route) and name not in called) == [], cls.__name__
 
-    def public(cls: type) -> dict[str, list[str]]:
-        return {name: list(inspect.signature(member).parameters) for name, member in vars(cls).items() if not name.startswith("_") and callable(member)}
-
-    assert public(Client) == {name: parameters for name, parameters in public(AsyncClient).items() if name != "aclose"}
-    for name, member in vars(AsyncClient).items():
-        if not name.startswith("_") and name not in {"from_env"} and callable(member):
-            assert inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member), name
+    sync_client, async_client = Client("http://127.0.0.1:1", "token"), AsyncClient("http://127.0.0.1:1", "token")
+    try:
+        ours, theirs = public_methods(sync_client), public_methods(async_client)
+        shared = {name for name, member in vars(Operations).items() if isinstance(member, operation)}
+        assert shared <= ours.keys()
+        assert sorted(ours) == sorted(name for name in theirs if name != "aclose")
+        for name, method in ours.items():
+            signature, other = inspect.signature(method, eval_str=True), inspect.signature(theirs[name], eval_str=True)
+            assert list(signature.parameters.values()) == list(other.parameters.values()), name
+            assert answer(signature) == answer(other), name
+            if name != "from_env":
+                assert not (inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method)), name
+                assert inspect.iscoroutinefunction(theirs[name]) or inspect.isasyncgenfunction(theirs[name]), name
+        for name in shared:
+            built = inspect.signature(vars(Operations)[name].build, eval_str=True)
+            (sent,) = typing.get_args(built.return_annotation)
+            for method in (ours[name], theirs[name]):
+                signature = inspect.signature(method, eval_str=True)
+                assert signature.parameters == built.parameters and signature.return_annotation == (None if sent is type(None) else sent), name
+                assert method.__name__ == name and method.__doc__ == vars(Operations)[name].__doc__, name
+    finally:
+        sync_client.close()
+        asyncio.run(async_client.close())
 
 
 def test_the_check_fails_when_a_server_schema_changes(document: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from service.cli import COMMANDS, load_command
 from tests.conftest import LiveServer
 from tests.evidence_support import register_model
 from tests.run_support import released_eval
+from tests.support.ngram_server import WordNgramModel, serve_model
 
 GOLDENSET = str(Path(sys.executable).with_name("goldenset"))
 
@@ -137,6 +138,8 @@ def test_curator_commands_work_over_the_api_with_no_database(live_server: LiveSe
         ("run", "show", remote["run"], "--json"): lambda data: data["scored"] == data["item_count"] > 0,
         ("audit", "--action", "run.*", "--json"): lambda data: any(event["action"] == "run.start" for event in data),
         ("eval", "list", "--json"): lambda data: [entry["name"] for entry in data] == ["ops"],
+        ("source", "list", "--json"): lambda data: [(entry["name"], entry["item_count"]) for entry in data] == [("kev", 40)],
+        ("dedup", "stats", "--json"): lambda data: data["items"] == 40,
     }
     for args, check in listings.items():
         answer = _run(list(args), cwd=work, env=env)
@@ -153,3 +156,19 @@ def test_curator_commands_work_over_the_api_with_no_database(live_server: LiveSe
     assert not (tmp_path / "absent").exists() and not (work / "var").exists()
 
 
+
+
+def test_a_probe_runs_on_the_service_and_an_augmented_endpoint_is_refused(live_server: LiveServer, engine: Engine, tmp_path: Path) -> None:
+    released_eval(engine, count=60, sealed_fraction=0.0)
+    env = {"GOLDENSET_URL": live_server.url, "GOLDENSET_TOKEN": live_server.token("read", "admin"), "GOLDENSET_DATABASE_URL": f"sqlite:///{tmp_path / 'none.db'}"}
+    with serve_model(WordNgramModel.train(["a b c d e f"]), "m1") as model_server:
+        register_model(engine, "m1", cutoff=date(2024, 3, 1), base_url=model_server.base_url, endpoints={"m1-no": TrainsOnInputs.NO})
+        probed = _run(["probe", "--model", "m1", "--endpoint", "m1-no", "--eval", "ops", "--limit", "12", "--json"], cwd=tmp_path, env=env)
+        assert probed.returncode == 0, probed.stdout + probed.stderr
+        assert _run(["endpoint", "update", "m1-no", "--augmentation", "web_search"], cwd=tmp_path, env=env).returncode == 0
+        refused = _run(["probe", "--model", "m1", "--endpoint", "m1-no", "--eval", "ops", "--limit", "12"], cwd=tmp_path, env=env)
+        sent = len(model_server.bodies)
+    report = json.loads(probed.stdout)
+    assert (report["n_pre_cutoff"], report["n_control"]) == (6, 6) and sent == 12
+    assert refused.returncode == 4 and "is augmented (web_search)" in refused.stderr and "augmented_endpoint" in refused.stderr
+    assert not (tmp_path / "none.db").exists()
