@@ -155,13 +155,15 @@ def ui_server(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_pa
             engine.dispose()
 
 
-@pytest.fixture(scope="session")
+# Package scope: the driver's event loop runs on the main thread while it is open, and must be gone
+# before later tests (the client's async tests, Inspect AI) start loops of their own there.
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     launched = playwright_driver.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-dev-shm-usage"])
     yield launched

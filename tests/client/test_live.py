@@ -4,6 +4,7 @@ run, items, results, score), typed errors, and the async client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
@@ -30,7 +31,6 @@ from service.core.db import write_session
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder
 from tests.run_support import register, released_eval
-from tests.support.aio import run_coroutine
 
 
 def _records(count: int) -> list[dict[str, object]]:
@@ -159,6 +159,6 @@ def test_the_async_client_runs_a_pipeline_and_pages_the_audit(live_server: LiveS
         assert summary.score.mean == 0.5 and len(rows) == len(released.dev)
         return len(items), summary.scored, actions
 
-    served, scored, actions = run_coroutine(pipeline())
+    served, scored, actions = asyncio.run(pipeline())
     assert served == scored == len(released.dev)
     assert "run.start" in actions and "run.items_read" in actions and json.dumps(actions)

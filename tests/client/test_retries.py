@@ -5,6 +5,7 @@ pure timing functions of `goldenset_client.retry`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -18,7 +19,6 @@ from goldenset_client import retry as client_retry
 from goldenset_client.retry import RetryPolicy, backoff_seconds, retry_after_seconds
 
 import ingest.http
-from tests.support.aio import run_coroutine
 
 RUN = {
     "id": 7, "eval": "ops", "release": 1, "split": "dev", "model": "m", "endpoint": "e", "training_cutoff": None, "trains_on_inputs": "no", "terms_checked_at": None,
@@ -83,7 +83,7 @@ def test_the_async_client_retries_the_same_way(sleeps: list[float]) -> None:
         async with AsyncClient("http://goldenset.test", token="t", backoff=0.01, transport=httpx.MockTransport(script)) as client:
             return (await client.start_run("ops", model="m", endpoint="e", idempotency_key="k1")).id
 
-    assert run_coroutine(start()) == 7
+    assert asyncio.run(start()) == 7
     assert [request.headers["Idempotency-Key"] for request in script.requests] == ["k1"] * 4 and sleeps[1] == 2.0
 
 
