@@ -24,7 +24,7 @@ model_app = typer.Typer(help="The models under evaluation: list, register, chang
 endpoint_app = typer.Typer(help="The endpoints that serve models, with their data-retention terms and augmentation: list, register, change.", no_args_is_help=True)
 run_app = typer.Typer(help="Eval runs: list them, or show one with its score.", no_args_is_help=True)
 
-T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 MODEL_COLUMNS = {"name": "model", "provider": "provider", "training_cutoff": "training cutoff", "release_date": "released", "notes": "notes"}
 ENDPOINT_COLUMNS = {
     "name": "endpoint",
@@ -69,10 +69,10 @@ def _answer(remote: Callable[[Any], Any], local: Callable[[Session], Any]) -> An
             raise fail(exc.detail) from exc
 
 
-def _body(shape: type[T], **fields: Any) -> T:
+def _body(shape: type[M], **fields: Any) -> M:
     """The request body, checked here: a bad value ends the command naming the field (exit 2)."""
     try:
-        return shape.model_validate({key: value for key, value in fields.items() if value is not None})  # type: ignore[attr-defined,no-any-return]
+        return shape.model_validate({key: value for key, value in fields.items() if value is not None})
     except PydanticValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, error['loc'])) or 'value'}: {error['msg']}" for error in exc.errors())
         raise fail(problems) from exc
@@ -131,10 +131,8 @@ def endpoint_list(model: Annotated[str | None, typer.Option(help="Only the endpo
     """List the endpoints: terms (and whether a sealed run may go there now) and augmentation."""
     from service.runs.model_registry import endpoint_read, list_endpoints
 
-    max_age = get_settings().terms_max_age_days if not _remote() else 0
-
     def here(session: Session) -> Any:
-        return [endpoint_read(session, endpoint, terms_max_age_days=max_age) for endpoint in list_endpoints(session=session, model=model)]
+        return [endpoint_read(session, endpoint, terms_max_age_days=get_settings().terms_max_age_days) for endpoint in list_endpoints(session=session, model=model)]
 
     rows = _answer(lambda client: client.list_endpoints(model=model), here)
     print_rows(rows, ENDPOINT_COLUMNS, as_json=as_json)
@@ -173,10 +171,9 @@ def endpoint_create(
 
     fields = {"name": name, "model": model, "base_url": base_url, "trains_on_inputs": trains_on_inputs, "retention_days": retention_days, "terms_url": terms_url}
     data = _body(EndpointCreate, **fields, **_endpoint_options(augmented, augmentation))
-    max_age = get_settings().terms_max_age_days if not _remote() else 0
 
     def here(session: Session) -> Any:
-        return endpoint_read(session, create_endpoint(session=session, data=data, actor=CLI_ACTOR), terms_max_age_days=max_age)
+        return endpoint_read(session, create_endpoint(session=session, data=data, actor=CLI_ACTOR), terms_max_age_days=get_settings().terms_max_age_days)
 
     row = _answer(lambda client: client.create_endpoint(api.EndpointCreate.model_validate(data.model_dump(mode="json", exclude_unset=True))), here)
     out.print(f"endpoint {row['name']} registered for {row['model']}: trains on inputs {row['trains_on_inputs']}, augmented {str(row['augmented']).lower()}", highlight=False)
@@ -197,11 +194,10 @@ def endpoint_update(
 
     fields = {"trains_on_inputs": trains_on_inputs, "retention_days": retention_days, "terms_url": terms_url, "base_url": base_url}
     data = _body(EndpointUpdate, **fields, **_endpoint_options(augmented, augmentation))
-    max_age = get_settings().terms_max_age_days if not _remote() else 0
 
     def here(session: Session) -> Any:
         endpoint = update_endpoint(session=session, endpoint=require_endpoint(session=session, name=name), data=data, actor=CLI_ACTOR)
-        return endpoint_read(session, endpoint, terms_max_age_days=max_age)
+        return endpoint_read(session, endpoint, terms_max_age_days=get_settings().terms_max_age_days)
 
     row = _answer(lambda client: client.update_endpoint(name, api.EndpointUpdate.model_validate(data.model_dump(mode="json", exclude_unset=True))), here)
     out.print(f"endpoint {row['name']} updated: trains on inputs {row['trains_on_inputs']}, augmented {str(row['augmented']).lower()}", highlight=False)
@@ -238,12 +234,6 @@ def run_show(run_id: Annotated[int, typer.Argument(help="The run's id.")], as_js
     out.print(f"  {row['scored']} of {row['scored'] + row['remaining']} items scored; score {interval}", highlight=False)
     if row["augmented"]:
         out.print("  the endpoint was augmented (retrieval, web search or tools) when the run started", highlight=False)
-
-
-def _remote() -> bool:
-    from service.core.remote import is_remote
-
-    return is_remote()
 
 
 def _day(text: str | None) -> date | None:
