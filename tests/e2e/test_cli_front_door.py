@@ -117,6 +117,10 @@ def test_curator_commands_work_over_the_api_with_no_database(live_server: LiveSe
     parquet = _run(["export", "--eval", "ops", "--format", "parquet", "-o", "ops.parquet"], cwd=work, env=env)
     assert parquet.returncode == 0, parquet.stderr
     assert sorted(pq.read_table(work / "ops.parquet").column("id").to_pylist()) == sorted(dev)
+    task_folder = _run(["export", "--eval", "ops", "--format", "lm-eval", "-o", "lm"], cwd=work, env=env)
+    assert task_folder.returncode == 0 and "goldenset_ops_r1_dev" in task_folder.stderr, task_folder.stderr
+    assert {path.name for path in (work / "lm").iterdir()} == {"goldenset_ops_r1_dev.yaml", "dev.jsonl", "utils.py", "manifest.json"}
+    assert len((work / "lm" / "dev.jsonl").read_text().splitlines()) == len(dev)
 
     verified = _run(["verify", "--eval", "ops"], cwd=work, env=env)
     assert verified.returncode == 0 and f"{len(dev)} dev items as served" in verified.stdout, verified.stdout + verified.stderr
