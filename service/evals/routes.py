@@ -32,6 +32,7 @@ from schemas.token import Scope
 from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split
 from service.core.db import write_session
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
+from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError, problem_doc
 from service.evals.content_cache import CachedContent, ReleaseContentCache, release_generation
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
@@ -168,7 +169,7 @@ def sealed_review(name: str, response: Response, principal: CuratePrincipal, ses
 release_router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
 IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
-JSONL = "application/x-ndjson"
+JSONL = JSONL_MEDIA_TYPE
 SplitQuery = Annotated[Split, Query(description="`dev` (read scope) or `sealed` (sealed scope; counted against the budget).")]
 AfterQuery = Annotated[Instant | None, Query(description="Only items that occurred at or after this time (with zone): score only what a model cannot have seen.")]
 

@@ -30,6 +30,7 @@ from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.auth import Principal
 from service.core.db import write_session
+from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
@@ -38,7 +39,7 @@ from service.ui.release_diff import LISTED, dev_items, diff_releases
 
 router = ui_router()
 
-JSONL = "application/x-ndjson"
+JSONL = JSONL_MEDIA_TYPE
 SETTINGS = {
     "target_size": "Target size",
     "schedule": "Schedule",
