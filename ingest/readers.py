@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from ingest.mapping import RecordRejected, is_missing, resolve_path
-from ingest.sanity import loads
+from ingest.sanity import Unreadable, loads
 
 Format = Literal["jsonl", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "json")
@@ -71,6 +71,9 @@ def iter_jsonl(data: bytes) -> Iterator[RawRecord]:
             value = loads(text)
         except json.JSONDecodeError as exc:
             yield RawRecord(number, locator, error=RecordRejected("malformed_json", f"malformed JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        if isinstance(value, Unreadable):
+            yield RawRecord(number, locator, error=RecordRejected(value.reason, f"the record {value.detail}"))
             continue
         if not isinstance(value, dict):
             yield RawRecord(number, locator, error=RecordRejected("wrong_type", f"expected a JSON object, got {type(value).__name__}"))
@@ -148,6 +151,8 @@ def iter_parsed_array(document: object, records_path: str | None) -> Iterator[Ra
         locator = f"index {index}"
         if isinstance(value, dict):
             yield RawRecord(index, locator, value=value)
+        elif isinstance(value, Unreadable):
+            yield RawRecord(index, locator, error=RecordRejected(value.reason, f"the record {value.detail}"))
         else:
             yield RawRecord(index, locator, error=RecordRejected("wrong_type", f"expected a JSON object, got {type(value).__name__}"))
 

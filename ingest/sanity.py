@@ -6,7 +6,8 @@ and a lone surrogate (`"\\ud800"`) cannot be encoded as UTF-8 at all. Python's o
 fails a whole document over one value nested ~1,000 deep or one integer of more than 4,300 digits.
 
 - `loads` reads a JSON text like `json.loads`, but a value nested deeper than `DEFUSE_DEPTH` in
-  the document, or an integer too long to read, becomes an `Unreadable` marker in its place
+  the document, an integer too long to read, or an object holding one key twice (JSON leaves its
+  meaning open; Python would keep the last silently) becomes an `Unreadable` marker in its place
   instead of failing the document, so the record holding it can be rejected alone.
 - `check_structure` refuses a raw record nested deeper than `MAX_DEPTH` or holding a marker,
   before any mapping walks it; `check_values` refuses a mapped record holding a string with NUL
@@ -56,7 +57,7 @@ def loads(text: str) -> Any:
     malformed is reported as too deep.
     """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError:
         raise
     except (RecursionError, ValueError):
@@ -64,14 +65,27 @@ def loads(text: str) -> Any:
     marker = f"goldenset:too-deep:{secrets.token_hex(8)}"
     too_deep = Unreadable("too_deep", f"nests deeper than {MAX_DEPTH} levels")
 
-    def object_hook(value: dict[str, Any]) -> Any:
-        return too_deep if len(value) == 1 and marker in value else value
+    def object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+        return too_deep if len(pairs) == 1 and pairs[0][0] == marker else _unique_keys(pairs)
 
     try:
-        return json.loads(_cut_deep(text, json.dumps({marker: 0})), object_hook=object_hook, parse_int=_read_int)
+        return json.loads(_cut_deep(text, json.dumps({marker: 0})), object_pairs_hook=object_pairs_hook, parse_int=_read_int)
     except RecursionError as exc:
         # Only an unbalanced document (more opened than closed) is left this deep.
         raise json.JSONDecodeError("the document nests too deeply to be read", text, 0) from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> Any:
+    """The object of `pairs`, or an `Unreadable` naming the first key that comes twice."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return Unreadable("duplicate_key", f"has the key {key!r} more than once; each key of an object must be unique")
+        seen.add(key)
+    return value  # pragma: no cover - a shorter dict has a repeated key
 
 
 def _read_int(digits: str) -> int | Unreadable:

@@ -13,12 +13,15 @@ from schemas.common import UTCDateTime, json_column_type, utcnow
 
 
 class AuditEvent(SQLModel, table=True):
-    """An append-only record of a change or a read of item content."""
+    """An append-only record of a change or a read of item content. `actor` labels who acted
+    (`token:<name>`, `cli`, `scheduler`, ...); `token_id` is the token's id when a token acted,
+    since a name may be used again by a later token once the first is revoked or expired."""
 
     __tablename__ = "audit_event"
 
     id: int | None = Field(default=None, primary_key=True)
     actor: str = Field(max_length=160, index=True)
+    token_id: int | None = Field(default=None, index=True)
     action: str = Field(max_length=64, index=True)
     object_type: str = Field(max_length=32)
     object_id: str | None = Field(default=None, max_length=255)
@@ -33,6 +36,7 @@ class AuditEventRead(BaseModel):
 
     id: int
     actor: str
+    token_id: int | None = None
     action: str
     object_type: str
     object_id: str | None

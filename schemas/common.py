@@ -8,7 +8,7 @@ import re
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, WithJsonSchema
 from sqlalchemy import JSON, DateTime
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -23,6 +23,12 @@ MAX_COUNT = 2**31 - 1
 """The largest count or size an input may give (it is stored in an INTEGER column)."""
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+YEAR_PATTERN = r"^(19[0-9]{2}|[2-8][0-9]{3})-"
+"""The years an input date may have, as the OpenAPI document states them (a date-time format has
+no bounds of its own): 1900 to 8999, as written."""
+NOT_BLANK = r"\S"
+"""A text with at least one character that is not white space, as a pattern the OpenAPI document
+states (the service checks it after stripping the text, with a message saying what to write)."""
 _NUMBER = re.compile(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*")
 
 
@@ -37,7 +43,9 @@ def _not_a_number(value: Any) -> Any:
 def _instant(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("needs a time zone, e.g. 2024-01-01T00:00:00Z")
-    if not EARLIEST <= value < LATEST:
+    # The date as written, not in UTC: the bound the document states is a pattern on the text, and
+    # an hour's offset either side of a bound is still far inside what every backend stores.
+    if not EARLIEST.date() <= value.date() < LATEST.date():
         raise ValueError(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return value
 
@@ -52,9 +60,14 @@ RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID)]
 """An id of a stored row, as an input."""
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 """A count or size as an input: zero or more, within what the database stores."""
-Instant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_instant)]
+Instant = Annotated[
+    datetime,
+    BeforeValidator(_not_a_number),
+    AfterValidator(_instant),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": YEAR_PATTERN}),
+]
 """A date-time as an input: ISO 8601 with a time zone, between 1900 and 9000."""
-Day = Annotated[date, BeforeValidator(_not_a_number), AfterValidator(_day)]
+Day = Annotated[date, BeforeValidator(_not_a_number), AfterValidator(_day), WithJsonSchema({"type": "string", "format": "date", "pattern": YEAR_PATTERN})]
 """A calendar date as an input: ISO 8601 (YYYY-MM-DD), between 1900 and 9000."""
 
 

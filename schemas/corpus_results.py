@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pydantic
-from pydantic import BaseModel
+from pydantic import BaseModel, StrictBool
 from sqlmodel import Field, SQLModel, UniqueConstraint
 
 from schemas.common import UTCDateTime, utcnow
@@ -46,7 +46,7 @@ class CorpusResultsPost(BaseModel):
 
     model: str = pydantic.Field(description="A registered model's name.")
     results: list[CorpusResultIn] = pydantic.Field(min_length=1, max_length=50_000)
-    replace: bool = False
+    replace: StrictBool = False
 
 
 class CorpusResultError(BaseModel):

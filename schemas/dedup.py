@@ -8,11 +8,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel
 from sqlalchemy import Column, Float, LargeBinary, String, Text
 from sqlmodel import Field, SQLModel
 
-from schemas.common import RowId, UTCDateTime, json_column_type, utcnow
+from schemas.common import NOT_BLANK, RowId, UTCDateTime, json_column_type, utcnow
 
 
 class DedupStage(StrEnum):
@@ -167,14 +168,14 @@ class DedupCheckResult(BaseModel):
 class NotDuplicateBody(BaseModel):
     """`POST /v1/items/{id}/not-duplicate`: why the item is not a duplicate of the item it was matched with."""
 
-    note: str = Field(min_length=1, max_length=2000)
+    note: str = pydantic.Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}, description="Why: not blank.")
 
 
 class DuplicateOfBody(BaseModel):
     """`POST /v1/items/{id}/duplicate-of`: the item it duplicates (`item_id`), and why."""
 
     item_id: RowId
-    note: str = Field(min_length=1, max_length=2000)
+    note: str = pydantic.Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}, description="Why: not blank.")
 
 
 class OverrideRead(BaseModel):

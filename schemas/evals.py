@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 import pydantic
 from pydantic import BaseModel, field_validator
@@ -12,6 +13,7 @@ from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import MAX_COUNT, Count, Instant, UTCDateTime, json_column_type, utcnow
+from schemas.source import SOURCE_NAME_PATTERN
 
 DEFAULT_SCHEDULE = "0 3 1 * *"
 DEFAULT_SEALED_FRACTION = 0.20
@@ -95,14 +97,13 @@ class EvalItem(SQLModel, table=True):
     retired_reason: str | None = Field(default=None, max_length=32)
 
 
-class _EvalInput(BaseModel):
-    @field_validator("approval_policy", check_fields=False)
-    @classmethod
-    def _policy(cls, value: str | None) -> str | None:
-        if value is not None and value not in {policy.value for policy in ApprovalPolicy}:
-            raise ValueError(f"approval_policy must be one of: {', '.join(policy.value for policy in ApprovalPolicy)}")
-        return value
+SourceName = Annotated[str, pydantic.Field(pattern=SOURCE_NAME_PATTERN.pattern)]
+"""A source's name as an eval's settings give it (whether that source exists is checked on save)."""
+SourceQuotas = Annotated[dict[SourceName, Count], pydantic.Field(json_schema_extra={"additionalProperties": False})]
+"""Items at most per source, keyed by source name: no other key is taken."""
 
+
+class _EvalInput(BaseModel):
     @field_validator("source_quotas", check_fields=False)
     @classmethod
     def _quotas(cls, value: dict[str, int] | None) -> dict[str, int] | None:
@@ -118,14 +119,14 @@ class EvalCreate(_EvalInput):
 
     name: str = pydantic.Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '.', '_' and '-'.")
     description: str = ""
-    sources: list[str] = pydantic.Field(min_length=1, description="Names of the sources whose items the eval takes.")
+    sources: list[SourceName] = pydantic.Field(min_length=1, description="Names of the sources whose items the eval takes.")
     target_size: int = pydantic.Field(default=200, gt=0, le=1_000_000)
     schedule: str = DEFAULT_SCHEDULE
     max_age_days: int | None = pydantic.Field(default=365, gt=0, le=MAX_AGE_DAYS)
     earliest_occurred_at: Instant | None = None
-    source_quotas: dict[str, Count] = pydantic.Field(default_factory=dict)
+    source_quotas: SourceQuotas = pydantic.Field(default_factory=dict)
     sealed_fraction: float = pydantic.Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
-    approval_policy: str = ApprovalPolicy.MANUAL.value
+    approval_policy: ApprovalPolicy = ApprovalPolicy.MANUAL
     sealed_read_budget: int = pydantic.Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0, le=MAX_COUNT)
 
 
@@ -134,14 +135,14 @@ class EvalUpdate(_EvalInput):
     the first release (membership of the sealed slice never changes after)."""
 
     description: str | None = None
-    sources: list[str] | None = pydantic.Field(default=None, min_length=1)
+    sources: list[SourceName] | None = pydantic.Field(default=None, min_length=1)
     target_size: int | None = pydantic.Field(default=None, gt=0, le=1_000_000)
     schedule: str | None = None
     max_age_days: int | None = pydantic.Field(default=None, gt=0, le=MAX_AGE_DAYS)
     earliest_occurred_at: Instant | None = None
-    source_quotas: dict[str, Count] | None = None
+    source_quotas: SourceQuotas | None = None
     sealed_fraction: float | None = pydantic.Field(default=None, ge=0, le=1)
-    approval_policy: str | None = None
+    approval_policy: ApprovalPolicy | None = None
     sealed_read_budget: int | None = pydantic.Field(default=None, ge=0, le=MAX_COUNT)
 
 

@@ -7,11 +7,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, StringConstraints
 from sqlalchemy import Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from schemas.common import UTCDateTime, json_column_type, utcnow
+from schemas.common import NOT_BLANK, UTCDateTime, json_column_type, utcnow
 from schemas.dedup import DedupRead, OverrideRead
 
 
@@ -131,7 +132,7 @@ def item_snapshot(item: Item) -> dict[str, Any]:
 MAX_NOTE = 2000
 MAX_TAGS = 100
 MAX_TAG_LENGTH = 100
-Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TAG_LENGTH)]
+Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TAG_LENGTH), pydantic.Field(json_schema_extra={"pattern": NOT_BLANK})]
 
 
 class ItemEdit(BaseModel):
@@ -141,10 +142,10 @@ class ItemEdit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: str | None = None
-    input: str | None = None
+    input: str | None = pydantic.Field(default=None, json_schema_extra={"pattern": NOT_BLANK}, description="The new input: not blank (it is what the model is asked).")
     reference: str | None = None
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
-    note: str = Field(min_length=1, max_length=MAX_NOTE)
+    note: str = pydantic.Field(min_length=1, max_length=MAX_NOTE, json_schema_extra={"pattern": NOT_BLANK}, description="Why the item changes: not blank.")
 
 
 class FieldChange(BaseModel):

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Self
 
 import pydantic
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, StrictBool, field_validator
 from sqlalchemy import Column, Date, String, Text
 from sqlmodel import Field, SQLModel
 
@@ -73,6 +73,13 @@ class Endpoint(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+URL_PATTERN = r"^https?://"
+"""What an endpoint's URLs begin with, as the OpenAPI document states it (the validator says so in words)."""
+OPTIONAL_URL_PATTERN = r"^(https?://|(?![\s\S]))"
+"""An endpoint's URL or nothing. The empty text is matched as the end of the input, not by `$`,
+which Python lets match before a final newline."""
+
+
 AUGMENTED_HELP = (
     "Whether the model behind this endpoint has retrieval, web search or tools (default false: the bare model). "
     "Completion probes refuse an augmented endpoint, and temporal-split reports warn about runs through one."
@@ -80,6 +87,11 @@ AUGMENTED_HELP = (
 
 
 class _EndpointInput(BaseModel):
+    # `augmented: false` with augmentations named is refused; the document says so.
+    model_config = pydantic.ConfigDict(
+        json_schema_extra={"not": {"required": ["augmented", "augmentations"], "properties": {"augmented": {"const": False}, "augmentations": {"type": "array", "minItems": 1}}}}
+    )
+
     @field_validator("base_url", "terms_url", check_fields=False)
     @classmethod
     def _url(cls, value: str | None) -> str | None:
@@ -132,15 +144,15 @@ class EndpointCreate(_EndpointInput):
     to the calling token."""
 
     name: str = pydantic.Field(pattern=NAME_PATTERN, description=NAME_HELP)
-    base_url: str = pydantic.Field(max_length=2048)
+    base_url: str = pydantic.Field(max_length=2048, json_schema_extra={"pattern": URL_PATTERN}, description="An http:// or https:// URL.")
     provider: str = pydantic.Field(default="", max_length=128)
     model: str = pydantic.Field(description="The registered model this endpoint serves.")
     trains_on_inputs: TrainsOnInputs = TrainsOnInputs.UNKNOWN
     retention_days: Count | None = None
-    terms_url: str = pydantic.Field(default="", max_length=2048)
+    terms_url: str = pydantic.Field(default="", max_length=2048, json_schema_extra={"pattern": OPTIONAL_URL_PATTERN}, description="An http:// or https:// URL, or empty.")
     terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
-    augmented: bool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true.")
+    augmented: StrictBool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true.")
     augmentations: list[Augmentation] = pydantic.Field(default_factory=list, description="Which: retrieval, web_search, tools, other.")
 
 
@@ -148,15 +160,15 @@ class EndpointUpdate(_EndpointInput):
     """`PATCH /v1/endpoints/{name}`: the fields to change. Changing the terms without giving
     `terms_checked_at` records them as checked now, by the calling token."""
 
-    base_url: str | None = pydantic.Field(default=None, max_length=2048)
+    base_url: str | None = pydantic.Field(default=None, max_length=2048, json_schema_extra={"pattern": URL_PATTERN}, description="An http:// or https:// URL.")
     provider: str | None = pydantic.Field(default=None, max_length=128)
     model: str | None = None
     trains_on_inputs: TrainsOnInputs | None = None
     retention_days: Count | None = None
-    terms_url: str | None = pydantic.Field(default=None, max_length=2048)
+    terms_url: str | None = pydantic.Field(default=None, max_length=2048, json_schema_extra={"pattern": OPTIONAL_URL_PATTERN}, description="An http:// or https:// URL, or empty.")
     terms_checked_at: Instant | None = None
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
-    augmented: bool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true; false clears them.")
+    augmented: StrictBool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true; false clears them.")
     augmentations: list[Augmentation] | None = pydantic.Field(default=None, description="Which: retrieval, web_search, tools, other.")
 
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, SecretStr, model_validator
+from pydantic import BaseModel, SecretStr, StrictBool, model_validator
 from sqlalchemy import Column, String, Text
 from sqlmodel import Field, SQLModel
 
@@ -69,7 +69,12 @@ class ProbeCreate(BaseModel):
     it the service reads `GOLDENSET_ENDPOINT_KEY_<ENDPOINT>` from its environment.
     """
 
-    model_config = pydantic.ConfigDict(extra="forbid")
+    # Exactly one of `eval` and `corpus`, stated in the document: each branch requires its own
+    # member as text, so giving both (or neither) matches no branch or two.
+    model_config = pydantic.ConfigDict(
+        extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["eval"], "properties": {"eval": {"type": "string"}}}, {"required": ["corpus"], "properties": {"corpus": {"type": "string"}}}]},
+    )
 
     eval: str | None = None
     release: RowId | str = pydantic.Field(default="latest", description="A release number, or 'latest' (evals only).")
@@ -80,7 +85,7 @@ class ProbeCreate(BaseModel):
     cut_policy: CutPolicy = CutPolicy()
     alpha: float = pydantic.Field(default=0.05, gt=0.0, lt=1.0)
     primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN
-    allow_exposure: bool = False
+    allow_exposure: StrictBool = False
     dataset_name: str | None = pydantic.Field(default=None, max_length=255, description="The dataset's name in the prompt (default: the eval's or corpus's name).")
     split_name: str | None = pydantic.Field(default=None, max_length=64, description="The split's name in the prompt (default: 'dev' for an eval, 'test' for a corpus).")
     remote_model: str | None = pydantic.Field(default=None, max_length=255, description="The model name the endpoint expects (default: the registered model's name).")

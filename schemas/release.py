@@ -13,6 +13,9 @@ from sqlmodel import Field, SQLModel
 
 from schemas.common import UTCDateTime, json_column_type, utcnow
 
+SHA256 = "sha256"
+HMAC_SHA256 = "hmac-sha256"
+
 
 class Release(SQLModel, table=True):
     """Release `number` of an eval, covering the schedule period [`period_start`, `period_end`).
@@ -46,11 +49,15 @@ class Release(SQLModel, table=True):
     withdrawn_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     withdrawn_by: str | None = Field(default=None, max_length=160)
     withdrawn_reason: str | None = Field(default=None, sa_type=Text)
+    # How the sealed items' digests were made (`curation.releases.content`): releases written
+    # before keyed digests keep `sha256`.
+    sealed_digest: str = Field(default=SHA256, max_length=16, sa_column_kwargs={"server_default": SHA256})
 
 
 class ReleaseItem(SQLModel, table=True):
     """One item as released: its split, and its content frozen as canonical JSON text, whose
-    sha256 is `content_digest`."""
+    digest is `content_digest`: its sha256, or for a sealed item of a release whose
+    `sealed_digest` is `hmac-sha256`, its HMAC under the eval's seal key."""
 
     __tablename__ = "release_item"
     __table_args__ = (UniqueConstraint("release_id", "item_id", name="uq_release_item_release_item"),)
@@ -73,6 +80,7 @@ class SealedRead(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     release_id: int = Field(foreign_key="release.id", index=True)
     actor: str = Field(max_length=160)
+    token_id: int | None = None
     purpose: str = Field(default="read", max_length=32)
     item_count: int = 0
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
@@ -121,6 +129,11 @@ class ReleaseSummary(BaseModel):
     sealed_merkle_root: str
     dev_count: int
     sealed_count: int
+    sealed_digest: str = pydantic.Field(
+        default=SHA256,
+        description="How sealed items' digests are made: `hmac-sha256` (keyed with the eval's seal key, so only the server can recompute them) "
+        "or `sha256` (releases written before keyed digests). Dev digests are always the sha256 of the item's canonical JSON."
+    )
     diff: ReleaseDiff
     withdrawn: ReleaseWithdrawal | None = None
 
@@ -133,7 +146,9 @@ class ManifestEntry(BaseModel):
 
 class ReleaseManifest(ReleaseSummary):
     """A release's manifest: every item as `(item_id, split, content_digest)`, by item id. Sealed
-    items appear only so: the digests commit to their content without showing it."""
+    items appear only so: the digests commit to their content without showing it, and under
+    `sealed_digest` `hmac-sha256` they are keyed, so knowing an item's text does not let anyone
+    without the eval's seal key confirm it is in the sealed slice."""
 
     items: list[ManifestEntry]
 
@@ -195,12 +210,14 @@ class RefreshResult(BaseModel):
 
 
 class VerifyReport(BaseModel):
-    """`goldenset verify`: stored digests and roots against those recomputed from frozen content."""
+    """`goldenset verify`: stored digests and roots against those recomputed from frozen content.
+    `sealed_unchecked`: keyed sealed digests taken as recorded because the seal key was not given."""
 
     eval: str
     release: int
     items: int
     mismatches: list[str]
+    sealed_unchecked: int = 0
 
     @property
     def ok(self) -> bool:

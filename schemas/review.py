@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from schemas.common import RowId
+from schemas.common import NOT_BLANK, RowId
 from schemas.problem import RecordError
 
 
@@ -27,7 +27,7 @@ class ApproveBody(BaseModel):
 class RejectBody(BaseModel):
     """`POST /v1/items/{id}/reject`: why (required)."""
 
-    reason: str = Field(min_length=1, max_length=2000)
+    reason: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}, description="Why: not blank.")
 
 
 class ReviewDecision(BaseModel):

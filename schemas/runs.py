@@ -22,7 +22,9 @@ from schemas.common import Instant, RowId, UTCDateTime, utcnow
 
 class Run(SQLModel, table=True):
     """One run of a model over a release's split. `idempotency_key` (unique per actor) makes a
-    retried start return the run already started."""
+    retried start return the run already started. `token_id` is the token that started it (None:
+    the command line, or a run started before tokens were recorded by id): re-reading a sealed
+    run's items and posting its results are checked against it, `actor` is only a label."""
 
     __table_args__ = (UniqueConstraint("actor", "idempotency_key", name="uq_run_actor_idempotency_key"),)
 
@@ -33,6 +35,7 @@ class Run(SQLModel, table=True):
     endpoint_id: int = Field(foreign_key="endpoint.id", index=True)
     split: str = Field(sa_type=String(8))
     actor: str = Field(max_length=160)
+    token_id: int | None = None
     idempotency_key: str | None = Field(default=None, max_length=128)
     occurred_after: datetime | None = Field(default=None, sa_type=UTCDateTime)
     item_count: int = 0
@@ -73,6 +76,7 @@ class Result(SQLModel, table=True):
     score: float
     human_success: float | None = None
     actor: str = Field(max_length=160)
+    token_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
@@ -113,6 +117,7 @@ class RunRead(BaseModel):
     occurred_after: datetime | None
     item_count: int
     actor: str
+    token_id: int | None = pydantic.Field(default=None, description="The id of the token that started the run (null: the command line, or a run started before ids were recorded).")
     created_at: datetime
     canary: str
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import StrictBool, field_validator
 from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -104,15 +104,24 @@ def _check_interval(value: int | None) -> int | None:
     return value
 
 
+INTERVAL_FIELD = Field(
+    default=None,
+    schema_extra={"json_schema_extra": {"minimum": MIN_PULL_INTERVAL_SECONDS}},
+    description=f"Seconds between scheduled pulls, at least {MIN_PULL_INTERVAL_SECONDS}; null: manual pulls only.",
+)
+
+
 class SourceCreate(SourceBase):
     """Body of `POST /v1/sources`. A missing mapping means records arrive in goldenset's native item
     shape (or, for a pull connector, the connector's default mapping). `connector` is the pull
     connector's configuration, credentials included; it is validated, stored encrypted and never
     returned."""
 
+    # The pattern is stated in the document; the validator enforces it with a message in words.
+    name: str = Field(max_length=64, schema_extra={"json_schema_extra": {"pattern": SOURCE_NAME_PATTERN.pattern}})
     mapping: dict[str, Any] | None = None
     connector: dict[str, Any] | None = None
-    pull_interval_seconds: int | None = None
+    pull_interval_seconds: int | None = INTERVAL_FIELD
 
     @field_validator("name")
     @classmethod
@@ -131,9 +140,9 @@ class SourceUpdate(SQLModel):
 
     mapping: dict[str, Any] | None = None
     connector: dict[str, Any] | None = None
-    pull_interval_seconds: int | None = None
-    enabled: bool | None = None
-    reset_cursor: bool = False
+    pull_interval_seconds: int | None = INTERVAL_FIELD
+    enabled: StrictBool | None = None
+    reset_cursor: StrictBool = False
 
     @field_validator("pull_interval_seconds")
     @classmethod

@@ -21,6 +21,7 @@ from service.core.guard import RequestGuard
 from service.core.metrics import Metrics
 from service.core.openapi import openapi_document
 from service.core.problems import install_problem_handlers
+from service.core.rate_limits import RateLimits
 from service.core.request_context import RequestContext
 from service.core.settings import Role, Settings, get_settings, warn_if_development_secret_key
 from service.core.tokens import ensure_bootstrap_admin
@@ -124,6 +125,7 @@ def create_app(
     app.state.role = role
     app.state.engine = engine
     app.state.metrics = Metrics(engine)
+    app.state.rate_limits = RateLimits(settings, app.state.metrics)
     app.state.release_content_cache = ReleaseContentCache(settings.release_cache_mb * 1024 * 1024)
     app.state.pull_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pull")
     app.state.probe_worker = ProbeWorker(engine, max_workers=settings.probe_workers)

@@ -8,6 +8,7 @@ PostgreSQL is never skipped: when it is asked for and unreachable, the tests tha
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 import shutil
@@ -40,6 +41,7 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 BACKENDS = [name.strip() for name in os.environ.get("GOLDENSET_TEST_DATABASES", "sqlite").split(",") if name.strip()]
 POSTGRES_URL = os.environ.get("GOLDENSET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789abcdef"
+TEST_RATE_LIMIT = "100000/minute"
 
 
 def _pg_admin() -> psycopg.Connection[tuple[object, ...]]:
@@ -114,8 +116,19 @@ def session(engine: Engine) -> Iterator[Session]:
 
 def make_settings(database_url: str) -> Settings:
     """The tests' settings: no background curation after API ingest (it loads the embedding model;
-    dedup tests turn it on), a 1 MiB body limit."""
-    return Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, log_json=False, max_body_bytes=1024 * 1024, curate_after_ingest=False)
+    dedup tests turn it on), a 1 MiB body limit, and per-address limits on sign-ins and 401s far
+    above the defaults: every test client is 127.0.0.1, and a fuzzer or a walk of every route
+    without a token gets thousands of 401s a minute (the limits' own tests set them low)."""
+    return Settings(
+        env="test",
+        database_url=database_url,
+        secret_key=TEST_SECRET_KEY,
+        log_json=False,
+        max_body_bytes=1024 * 1024,
+        curate_after_ingest=False,
+        sign_in_rate_limit=TEST_RATE_LIMIT,
+        unauthorized_rate_limit=TEST_RATE_LIMIT,
+    )
 
 
 @pytest.fixture
@@ -128,6 +141,9 @@ def app(settings: Settings, engine: Engine) -> FastAPI:
     return create_app(settings, engine=engine)
 
 
+TOKEN_NUMBERS = itertools.count(1)
+
+
 @dataclass
 class LiveServer:
     """A uvicorn server on 127.0.0.1 serving the app, with a helper to mint tokens."""
@@ -136,13 +152,14 @@ class LiveServer:
     engine: Engine
     settings: Settings
 
-    def token(self, *scopes: str, name: str = "test") -> str:
+    def token(self, *scopes: str, name: str | None = None) -> str:
+        """A new token with `scopes`; without `name`, a fresh one (names are unique among active tokens)."""
         with Session(self.engine) as session:
-            plaintext, _ = create_token(session=session, name=name, scopes=list(scopes))
+            plaintext, _ = create_token(session=session, name=name or f"test-{next(TOKEN_NUMBERS)}", scopes=list(scopes))
         return plaintext
 
-    def client(self, *scopes: str) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {self.token(*scopes)}"} if scopes else {}
+    def client(self, *scopes: str, name: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.token(*scopes, name=name)}"} if scopes else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 

@@ -18,7 +18,7 @@ from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
 from service.runs.model_registry import create_endpoint, create_model
-from tests.conftest import TEST_SECRET_KEY
+from tests.conftest import TEST_SECRET_KEY, TOKEN_NUMBERS
 from tests.eval_support import ingest_and_curate, kev_records
 
 KEY = b"s" * 32
@@ -59,9 +59,10 @@ def register(engine: Engine, *, model: str = "m1", endpoints: dict[str, TrainsOn
             create_endpoint(session=session, data=data, actor="test")
 
 
-def token(engine: Engine, *scopes: str, name: str = "t") -> str:
+def token(engine: Engine, *scopes: str, name: str | None = None) -> str:
+    """A new token with `scopes`; without `name`, a fresh one (names are unique among active tokens)."""
     with Session(engine) as session:
-        plaintext, _ = create_token(session=session, name=name, scopes=list(scopes))
+        plaintext, _ = create_token(session=session, name=name or f"t-{next(TOKEN_NUMBERS)}", scopes=list(scopes))
     return plaintext
 
 

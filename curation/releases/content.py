@@ -2,7 +2,11 @@
 split.
 
 Canonical JSON: `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`
-encoded as UTF-8; a content digest is the sha256 of those bytes, in hex.
+encoded as UTF-8; a content digest is the sha256 of those bytes, in hex. A sealed item's digest
+is keyed instead (`keyed_digest`): HMAC-SHA256 of the same bytes under a key derived from the
+eval's seal key, so that someone who knows or guesses a sealed item's exact text, and holds the
+manifest, cannot confirm the guess without the key. Releases written before keyed digests used
+the plain sha256 for sealed items too; each release records which (`sealed_digest`).
 
 Merkle root (RFC 6962's Merkle Tree Hash, so inclusion proofs can be added without changing any
 root): the leaves are the split's items sorted by item id, each leaf's data the ASCII bytes of
@@ -14,6 +18,7 @@ k is the largest power of two below n. Roots are reported in hex.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -30,6 +35,19 @@ def canonical_json(value: Any) -> str:
 def content_digest(canonical: str) -> str:
     """sha256 (hex) of canonical JSON text encoded as UTF-8."""
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+SEALED_DIGEST_CONTEXT = b"goldenset sealed content digest v1"
+"""Derives the digest key from a seal key, so the key that decides membership never keys anything else directly."""
+
+
+def keyed_digest(canonical: str, *, seal_key: bytes) -> str:
+    """HMAC-SHA256 (hex) of canonical JSON text encoded as UTF-8, under the digest key derived
+    from `seal_key` (the eval's seal key, at least 16 bytes)."""
+    if len(seal_key) < 16:
+        raise ValueError("a seal key must be at least 16 bytes")
+    digest_key = hmac.new(seal_key, SEALED_DIGEST_CONTEXT, hashlib.sha256).digest()
+    return hmac.new(digest_key, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def released_content(

@@ -3,10 +3,10 @@
 `write_release` plans the rotation (`curation.releases.rotation`), assigns each newcomer its split
 by the service-wide rule of `curation.releases.visibility` (a split once recorded in any eval is
 kept; otherwise any eval over the item's source that would seal it seals it; seal keys are handed
-in by the caller), freezes every
-member's content as canonical JSON with its digest (`curation.releases.content`), computes both
-Merkle roots, and writes the release, its items, the membership changes and the audit event in
-the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
+in by the caller), freezes every member's content as canonical JSON with its digest
+(`curation.releases.content`: a sealed member's digest is keyed with the eval's seal key),
+computes both Merkle roots, and writes the release, its items, the membership changes and the
+audit event in the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
 commits the whole release in one transaction, so a refresh stopped at any point leaves no trace.
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, func
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from curation.releases.content import canonical_json, content_digest, merkle_root, released_content
+from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root, released_content
 from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
@@ -27,7 +27,7 @@ from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
-from schemas.release import Release, ReleaseItem
+from schemas.release import HMAC_SHA256, Release, ReleaseItem
 from schemas.source import Source
 
 
@@ -72,7 +72,7 @@ def _candidate(item: Item, source: str) -> Candidate:
     return Candidate(item_id=item.id, source=source, occurred_at=item.occurred_at, status=item.status, exposed=item.exposed_at is not None)
 
 
-def _frozen(item: Item, source: str, split: str) -> ReleaseItem:
+def _frozen(item: Item, source: str, split: str, seal_key: bytes) -> ReleaseItem:
     assert item.id is not None
     text = canonical_json(
         released_content(
@@ -87,7 +87,8 @@ def _frozen(item: Item, source: str, split: str) -> ReleaseItem:
             tags=item.tags,
         )
     )
-    return ReleaseItem(release_id=0, item_id=item.id, split=split, occurred_at=item.occurred_at, content_digest=content_digest(text), content=text)
+    digest = keyed_digest(text, seal_key=seal_key) if split == Split.SEALED.value else content_digest(text)
+    return ReleaseItem(release_id=0, item_id=item.id, split=split, occurred_at=item.occurred_at, content_digest=digest, content=text)
 
 
 def write_release(
@@ -120,8 +121,7 @@ def write_release(
     withdrawn_numbers = set(session.exec(select(Release.number).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_not(None))).all())
     policy = rotation_policy(evaluation, period)
     memberships = {
-        membership.item_id: membership
-        for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, col(EvalItem.retired_release).is_(None))).all()
+        membership.item_id: membership for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, col(EvalItem.retired_release).is_(None))).all()
     }
     rows: dict[int, tuple[Item, str]] = {}
     if memberships:
@@ -137,7 +137,8 @@ def write_release(
     sealed = sealed_item_ids(session=session, item_ids=plan.added, seal_key_of=seal_key_of)
     splits.update({item_id: (Split.SEALED if item_id in sealed else Split.DEV).value for item_id in plan.added})
     rejoined = [item_id for item_id in plan.members if item_id in memberships and memberships[item_id].first_release in withdrawn_numbers]
-    frozen = [_frozen(*rows[item_id], splits[item_id]) for item_id in sorted(plan.members)]
+    seal_key = seal_key_of(evaluation)
+    frozen = [_frozen(*rows[item_id], splits[item_id], seal_key) for item_id in sorted(plan.members)]
     by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
     now = now or utcnow()
     release = Release(
@@ -151,6 +152,7 @@ def write_release(
         sealed_root=merkle_root(by_split[Split.SEALED.value]),
         dev_count=len(by_split[Split.DEV.value]),
         sealed_count=len(by_split[Split.SEALED.value]),
+        sealed_digest=HMAC_SHA256,
         diff={
             "added": sorted(plan.added + rejoined),
             "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],

@@ -38,12 +38,14 @@ def record_run(
     split: Split,
     items: Sequence[ReleaseItem],
     actor: str,
+    token_id: int | None = None,
     occurred_after: datetime | None = None,
     idempotency_key: str | None = None,
     now: datetime | None = None,
 ) -> Run:
     """Write a run of `model` through `endpoint` on `items` of the release's `split`, in the order
-    given, with its ledger rows, audit event and exposure marks; flushed, not committed."""
+    given, with its ledger rows, audit event and exposure marks; flushed, not committed.
+    `token_id`: the token starting it (None: the command line), whose run it is."""
     assert evaluation.id is not None and release.id is not None and model.id is not None and endpoint.id is not None
     now = now or utcnow()
     exposing = exposes(endpoint.trains_on_inputs)
@@ -54,6 +56,7 @@ def record_run(
         endpoint_id=endpoint.id,
         split=split.value,
         actor=actor,
+        token_id=token_id,
         idempotency_key=idempotency_key,
         occurred_after=occurred_after,
         item_count=len(items),

@@ -8,6 +8,12 @@ the `sealed` filter of `GET /v1/audit` rely on that naming.
 
 Release content (`/v1/evals/{name}/releases/{ref}/items` and `/export.jsonl`) is audited once
 its answer succeeded, by `service.evals.read_audit`.
+
+Every event written while answering a request with a token records the token's id
+(`token_id`, from `service.core.auth.acting_token_id`) beside the actor's name: names are
+labels, and a name may be given again to a later token once the first is revoked or expired.
+Filtering by actor (`token:<name>`) therefore finds every token that carried the name; filtering
+by `token_id` finds one token.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from fastapi import Request
+from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -28,7 +35,7 @@ from sqlmodel import Session, col, select
 
 from schemas.audit import AuditEvent, AuditEventRead, AuditItemSet, AuditPage
 from schemas.common import read_model, utcnow
-from service.core.auth import Principal
+from service.core.auth import Principal, acting_token_id
 from service.core.cursors import decode_id_cursor, encode_cursor
 from service.core.db import writer_engine
 
@@ -40,6 +47,12 @@ INLINE_IDS = 100
 MAX_KNOWN_SETS = 4096
 _known_sets: WeakKeyDictionary[Engine, set[str]] = WeakKeyDictionary()
 CURSOR_KIND = "audit"
+
+
+@sqlalchemy_event.listens_for(AuditEvent, "before_insert")
+def _record_acting_token(_mapper: Any, _connection: Any, target: AuditEvent) -> None:
+    if target.token_id is None:
+        target.token_id = acting_token_id.get()
 
 
 def is_sealed_action(action: str) -> bool:
@@ -90,7 +103,16 @@ def record_reads(engine: Engine, reads: Sequence[ContentRead]) -> None:
         else:
             body["item_ids"] = ids
         rows.append(
-            {"actor": read.actor, "action": read.action, "object_type": read.object_type, "object_id": read.object_id, "count": len(distinct), "at": utcnow(), "details": body}
+            {
+                "actor": read.actor,
+                "token_id": acting_token_id.get(),
+                "action": read.action,
+                "object_type": read.object_type,
+                "object_id": read.object_id,
+                "count": len(distinct),
+                "at": utcnow(),
+                "details": body,
+            }
         )
     if not rows:
         return
@@ -135,6 +157,7 @@ def list_events(
     session: Session,
     secret_key: str,
     actor: str | None = None,
+    token_id: int | None = None,
     action: str | None = None,
     object_type: str | None = None,
     object_id: str | None = None,
@@ -149,6 +172,8 @@ def list_events(
     query = select(AuditEvent)
     if actor is not None:
         query = query.where(AuditEvent.actor == actor)
+    if token_id is not None:
+        query = query.where(AuditEvent.token_id == token_id)
     if action is not None:
         query = query.where(col(AuditEvent.action).startswith(action[:-1], autoescape=True) if action.endswith("*") else AuditEvent.action == action)
     if object_type is not None:
@@ -169,4 +194,3 @@ def list_events(
     details = _expanded(session, page)
     events = [read_model(AuditEventRead, event, sealed=is_sealed_action(event.action), details=details[event.id or 0]) for event in page]
     return AuditPage(events=events, next_cursor=next_cursor)
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated
@@ -14,16 +15,23 @@ from sqlmodel import Session, col, select
 from schemas.common import utcnow
 from schemas.evals import Split
 from schemas.token import ApiToken, Scope, effective_scopes
+from service.core.admission import needs_scopes
 from service.core.crypto import sha256_hex
 from service.core.problems import ProblemError
 from service.core.tokens import format_expiry
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+acting_token_id: ContextVar[int | None] = ContextVar("acting_token_id", default=None)
+"""The id of the token behind the request being answered (None outside one, or for the public
+routes): set by the guard once it knows the principal, and written on every audit event the
+request records (`service.core.audit`), beside the actor's name."""
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the token's id and name, and its effective scopes."""
+    """Who is calling: the token's id and name, and its effective scopes. Identity is the id:
+    `actor` (`token:<name>`) is a label for people, unique among active tokens only (a revoked or
+    expired token's name may be given again)."""
 
     token_id: int
     name: str
@@ -99,6 +107,24 @@ def require(scope: Scope) -> Callable[[Request], Principal]:
         return principal
 
     dependency.__name__ = f"require_{scope.value}"
+    needs_scopes(dependency, scope.value)
+    return dependency
+
+
+def require_any(*scopes: Scope) -> Callable[[Request], Principal]:
+    """A dependency that authenticates the request and insists on one of `scopes` (403 naming
+    them otherwise), for routes that decide within which of them the request needs."""
+    names = [scope.value for scope in scopes]
+
+    def dependency(request: Request) -> Principal:
+        principal = authenticate(request)
+        if principal.scopes.isdisjoint(names):
+            needed = " or ".join(f"'{name}'" for name in names)
+            raise ProblemError(403, "Forbidden", f"this endpoint needs the {needed} scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}")
+        return principal
+
+    dependency.__name__ = f"require_any_{'_'.join(names)}"
+    needs_scopes(dependency, *names)
     return dependency
 
 

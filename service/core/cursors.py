@@ -19,7 +19,7 @@ from service.core.problems import ProblemError
 
 
 def _invalid() -> ProblemError:
-    return ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it")
+    return ProblemError(422, "Invalid cursor", "the cursor is not one this API returned; start again without it", reason="invalid_cursor")
 
 
 def encode_cursor(kind: str, *position: str | int, secret_key: str) -> str:

@@ -29,12 +29,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.core.auth import authenticate
+from service.core.admission import Admission, AdmissionTable
+from service.core.auth import acting_token_id, authenticate
 from service.core.problems import ProblemError, problem_response
+from service.core.rate_limits import RateLimits
 from service.core.sessions import COOKIE, signed_in
 from service.core.settings import Settings
 
@@ -42,13 +45,38 @@ MAX_DEPTH = 32
 """Nesting deeper than this in a request body is refused: no request model goes beyond a few levels."""
 PUBLIC = {("GET", "/healthz"), ("GET", "/"), ("HEAD", "/")}
 UI = "/ui"
-UI_PUBLIC = ("/ui/login", "/ui/static/")
+SIGN_IN = "/ui/login"
+UI_PUBLIC = (SIGN_IN, "/ui/static/")
+API = "/v1/"
+KNOWN_PATHS = 4096
+"""Paths whose route is remembered (`RequestGuard._admission`); forgotten wholesale past this many."""
 DOCS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 DOC_ASSETS = "/docs/static/"
 WEBHOOK = re.compile(r"^/v1/sources/[^/]+/webhook$")
 RECORD_BATCHES = (re.compile(r"^/v1/sources/[^/]+/items$"), WEBHOOK)
 JSON_TYPES = re.compile(r"^(application/json|application/[\w.+-]+\+json)?$")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class _Duplicate:
+    """Stands for a JSON object that holds `key` more than once."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> Any:
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return _Duplicate(key)
+        seen.add(key)
+    return value  # pragma: no cover - a shorter dict has a repeated key
 
 
 class _NotJSONValue(ValueError):
@@ -74,6 +102,8 @@ def _flaws(document: Any) -> Iterator[tuple[str, str]]:
                 yield location, "contains a lone surrogate (\\ud800-\\udfff), which is not text"
         elif isinstance(value, float) and not math.isfinite(value):
             yield location, "is a number too large to store (or not a number)"
+        elif isinstance(value, _Duplicate):
+            yield location, f"has the key {value.key!r} more than once; each key of an object must be unique"
         elif isinstance(value, dict):
             for key, item in value.items():
                 stack.append((key, f"{location}.{key!s}", depth + 1))
@@ -98,27 +128,60 @@ class RequestGuard:
         self.ui_session_hours = settings.ui_session_hours
         self.public = set(PUBLIC) | ({("GET", path) for path in DOCS} if settings.public_api_docs else set())
         self.public_doc_assets = settings.public_api_docs
+        self._table: AdmissionTable | None = None
+        self._known: dict[tuple[str, str], Admission | None] = {}
 
     def _is_public(self, method: str, path: str) -> bool:
+        """Whether the request needs no credentials at all (health, the documentation)."""
         if self.public_doc_assets and method in ("GET", "HEAD") and path.startswith(DOC_ASSETS):
             return True
-        return (method, path) in self.public or (method == "POST" and WEBHOOK.match(path) is not None)
+        return (method, path) in self.public
+
+    def _admission(self, scope: Scope) -> Admission | None:
+        """What the route answering `scope` admits (`service.core.admission`), read from the app's
+        routes once, and remembered by method and path."""
+        if self._table is None:
+            self._table = AdmissionTable(scope["app"].router.routes)
+        key = (scope["method"], scope["path"])
+        if key not in self._known:
+            if len(self._known) >= KNOWN_PATHS:
+                self._known.clear()
+            self._known[key] = self._table.lookup(scope)
+        return self._known[key]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
+        admission = self._admission(scope)
+        limits: RateLimits = scope["app"].state.rate_limits
+        address = limits.client_address(scope)
         if path == UI or path.startswith(UI + "/"):
+            if method == "POST" and path == SIGN_IN and (refusal := limits.hit("sign_in", address)) is not None:
+                await _refuse(refusal, scope, receive, send)
+                return
             if not path.startswith(UI_PUBLIC) and not await self._signed_in(scope):
                 await _to_sign_in(scope)(scope, receive, send)
                 return
         elif not self._is_public(method, path):
-            try:
-                await run_in_threadpool(authenticate, Request(scope))
-            except ProblemError as exc:
-                await problem_response(exc.status, exc.title, exc.detail, instance=path, headers=exc.headers)(scope, receive, send)
+            # An address refused too often is refused before its credentials cost a look-up.
+            if (refusal := limits.exhausted("unauthorized", address)) is not None:
+                await _refuse(refusal, scope, receive, send)
                 return
+            send = _counting_unauthorized(send, limits, address)
+            if admission is None or not admission.public:
+                try:
+                    principal = await run_in_threadpool(authenticate, Request(scope))
+                    acting_token_id.set(principal.token_id)
+                except ProblemError as exc:
+                    await _refuse(exc, scope, receive, send)
+                    return
+                if admission is not None and admission.scopes is not None and principal.scopes.isdisjoint(admission.scopes):
+                    needed = " or ".join(f"'{name}'" for name in sorted(admission.scopes))
+                    detail = f"this endpoint needs the {needed} scope; the token has: {', '.join(sorted(principal.scopes)) or 'none'}"
+                    await _refuse(ProblemError(403, "Forbidden", detail), scope, receive, send)
+                    return
         if "\x00" in path:
             await _invalid("path", "contains a NUL character", path)(scope, receive, send)
             return
@@ -126,13 +189,18 @@ class RequestGuard:
             if "\x00" in name or "\x00" in value:
                 await _invalid(f"query.{name.replace(chr(0), '')}", "contains a NUL character", path)(scope, receive, send)
                 return
-        declared = dict(scope.get("headers", [])).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._too_large(scope, receive, send)
+        if (refusal := _refuse_headers(scope, admission)) is not None:
+            await _refuse(refusal, scope, receive, send)
             return
-        body = await self._read_body(receive)
+        limit = min(self.max_body_bytes, admission.body_limit) if admission is not None and admission.body_limit is not None else self.max_body_bytes
+        declared = dict(scope.get("headers", [])).get(b"content-length", b"")
+        # A length of more digits than any limit is too large without reading it as a number.
+        if declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+            await self._too_large(scope, receive, send, limit)
+            return
+        body = await self._read_body(receive, limit)
         if body is None:
-            await self._too_large(scope, receive, send)
+            await self._too_large(scope, receive, send, limit)
             return
         if body and not any(batch.match(path) for batch in RECORD_BATCHES) and self._is_json(scope):
             refusal = self._judge_json(body, path)
@@ -150,13 +218,14 @@ class RequestGuard:
             return False
         state = scope.setdefault("state", {})
         state["principal"], state["ui_session"] = signed.principal, signed
+        acting_token_id.set(signed.principal.token_id)
         return True
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        detail = f"the body is larger than the limit of {self.max_body_bytes} bytes; split it into smaller batches"
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        detail = f"the body is larger than the limit of {limit} bytes" + ("; split it into smaller batches" if limit == self.max_body_bytes else "")
         await problem_response(413, "Payload Too Large", detail, instance=scope["path"])(scope, receive, send)
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
+    async def _read_body(self, receive: Receive, limit: int) -> bytes | None:
         """The whole body, or None as soon as it grows past the limit (the rest is never read)."""
         chunks: list[bytes] = []
         size = 0
@@ -166,7 +235,7 @@ class RequestGuard:
                 return b"".join(chunks)
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -180,7 +249,7 @@ class RequestGuard:
     @staticmethod
     def _judge_json(body: bytes, path: str) -> Any:
         try:
-            document = json.loads(body, parse_constant=_refuse_constant)
+            document = json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
         except _NotJSONValue as exc:
             return _invalid("body", str(exc), path)
         except RecursionError:
@@ -190,6 +259,50 @@ class RequestGuard:
         for location, reason in _flaws(document):
             return _invalid(location, reason, path)
         return None
+
+
+async def _refuse(refusal: ProblemError, scope: Scope, receive: Receive, send: Send) -> None:
+    await problem_response(refusal.status, refusal.title, refusal.detail, instance=scope["path"], headers=refusal.headers, **refusal.extra)(scope, receive, send)
+
+
+def _counting_unauthorized(send: Send, limits: RateLimits, address: str) -> Send:
+    """A `send` that counts a 401 answer against `address` (`RateLimits`), whoever answered it."""
+
+    async def counting(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 401:
+            limits.count("unauthorized", address)
+        await send(message)
+
+    return counting
+
+
+def _media_type(headers: Headers) -> str:
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def _refuse_headers(scope: Scope, admission: Admission | None) -> ProblemError | None:
+    """The refusal the headers alone earn, before the body is read: the route's own header checks
+    (a webhook's signature must be well formed), then an encoded body (415: it is read as sent, and
+    a decoded size would not be the size limited), then a media type the route does not read
+    (415, on API routes)."""
+    headers = Headers(scope=scope)
+    if admission is not None:
+        try:
+            for check in admission.checks:
+                check(headers)
+        except ProblemError as exc:
+            return exc
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        shown = encoding[:40].encode("ascii", "replace").decode("ascii")
+        return ProblemError(415, "Unsupported Media Type", f"the body is sent with Content-Encoding {shown!r}; send it unencoded (identity), within the body limit")
+    has_body = headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
+    if admission is None or not has_body or not scope["path"].startswith(API) or admission.accepts(_media_type(headers)):
+        return None
+    assert admission.media_types is not None
+    shown = _media_type(headers)[:80].encode("ascii", "replace").decode("ascii")
+    accepted = ", ".join(sorted(admission.media_types))
+    return ProblemError(415, "Unsupported Media Type", f"this endpoint reads a body of {accepted}, not {shown!r}; set Content-Type to one of them")
 
 
 def _to_sign_in(scope: Scope) -> Any:

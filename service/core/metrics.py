@@ -57,6 +57,15 @@ class Metrics:
             "goldenset_items_ingested", "Records read by ingest and kept, by source and outcome (new, updated, unchanged, stale).", ["source", "outcome"], registry=self.registry
         )
         self.items_rejected = Counter("goldenset_items_rejected", "Records rejected by ingest, by source and reason.", ["source", "reason"], registry=self.registry)
+        self.rate_limited = Counter(
+            "goldenset_rate_limited", "Requests refused with 429 by a rate limit (sign_in, unauthorized, sealed_check).", ["limit"], registry=self.registry
+        )
+        self.sign_ins_refused = Counter(
+            "goldenset_sign_ins_refused",
+            "Sign-ins refused for their token, by whether an audit event was written (only the first few of a burst are).",
+            ["audited"],
+            registry=self.registry,
+        )
         self.request_duration = Histogram(
             "goldenset_request_duration_seconds", "HTTP request durations, by method, route template and status.", ["method", "route", "status"], registry=self.registry
         )

@@ -3,8 +3,10 @@
 Every error answer is an RFC 9457 problem (`application/problem+json`, schema `Problem`); so is
 FastAPI's own 422, which its default document describes as plain JSON. Every operation that needs
 a token documents 401 and names the bearer scheme; public ones (health, signed webhooks) say they
-need none. Operations with a body document 400 (a body that is not UTF-8 JSON), 413 (the body
-limit) and 422; operations with a path parameter document 404. Every operation documents 503: the
+need none. Every operation but health documents 429 (an address refused too often, or a rate
+limit of its own). Operations with a body document 400 (a body that is not UTF-8 JSON), 413 (the
+body limit), 415 (an encoded body, or a media type they do not read) and 422; operations with a
+path parameter document 404. Every operation documents 503: the
 database is unreachable, or its connection was lost mid-request (`service.core.disconnects`).
 """
 
@@ -23,7 +25,8 @@ from service.core.problems import HTTP_METHODS, PROBLEM_MEDIA_TYPE, problem_desc
 LINE_SCHEMAS: dict[str, type[BaseModel]] = {"/v1/evals/{name}/releases/{ref}/export.jsonl": ExportRow}
 """JSON Lines answers, by path, and the model of each of their lines."""
 JSONL_MEDIA_TYPE = "application/x-ndjson"
-PUBLIC_OPERATIONS = {("get", "/healthz"), ("post", "/v1/sources/{name}/webhook")}
+HEALTH = ("get", "/healthz")
+PUBLIC_OPERATIONS = {HEALTH, ("post", "/v1/sources/{name}/webhook")}
 UNUSED_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 
@@ -66,8 +69,10 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                 operation["security"] = []
             else:
                 wanted.add("401")
+            if (method, path) != HEALTH:
+                wanted.add("429")
             if "requestBody" in operation:
-                wanted |= {"400", "413"}
+                wanted |= {"400", "413", "415"}
             if "{" in path:
                 wanted.add("404")
             for code in wanted | {code for code in responses if code[:1] in ("4", "5")}:

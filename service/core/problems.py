@@ -1,6 +1,12 @@
 """RFC 9457 problem details: one exception type for expected errors, the problem that answers a
 decision curation refused, and the handlers that render every error (ours, FastAPI's,
-validation, unexpected) as `application/problem+json`."""
+validation, the database's races, unexpected) as `application/problem+json`.
+
+Races are answered here, once for every route: a write that lost a race on a unique name (two
+creations of one source, eval, model, endpoint at once) is 409 naming what conflicted, and a
+write that could not get the database's lock in time (SQLite's "database is locked", a
+PostgreSQL deadlock or serialization failure) is 503 with `Retry-After`: nothing was written, and
+sending it again is safe. Neither is a 500."""
 
 from __future__ import annotations
 
@@ -11,11 +17,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curation.refusals import Refused
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+BUSY_RETRY_AFTER_SECONDS = 1
+# SQLSTATEs of a PostgreSQL write that lost a race: unique and foreign-key violations (a conflict),
+# serialization failures, deadlocks and lock timeouts (busy: try again).
+_CONFLICT_STATES = ("23505", "23503")
+_BUSY_STATES = ("40001", "40P01", "55P03")
+_SQLITE_CONFLICT = re.compile(r"^(UNIQUE|FOREIGN KEY) constraint failed(?:: (?P<columns>[\w., ]+))?")
+_SQLITE_BUSY = ("database is locked", "database table is locked")
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 logger = logging.getLogger("goldenset.errors")
 
@@ -39,6 +53,30 @@ def refusal_problem(exc: Refused) -> ProblemError:
     return ProblemError(exc.status, title, exc.detail, reason=exc.reason)
 
 
+def database_problem(exc: IntegrityError | OperationalError) -> ProblemError | None:
+    """The problem answering a write that lost a race (see the module docstring), or None for
+    any other database error (a bug, or a lost connection: `service.core.disconnects`). Names the
+    table and columns or constraint, never the values: they may be an item's text."""
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)
+    message = str(orig) if orig is not None else ""
+    if isinstance(exc, IntegrityError):
+        diag = getattr(orig, "diag", None)
+        if state in _CONFLICT_STATES:
+            table, constraint = getattr(diag, "table_name", None), getattr(diag, "constraint_name", None)
+            what = f"{constraint} on {table}" if constraint and table else (constraint or table or "a unique constraint")
+        elif (match := _SQLITE_CONFLICT.match(message)) is not None:
+            what = match.group("columns") or f"a {match.group(1).lower()} constraint"
+        else:
+            return None
+        detail = f"the request conflicts with a row another request stored first ({what}): read what is there now, or send the request again with another name"
+        return ProblemError(409, "Conflict", detail, conflict=what)
+    if state in _BUSY_STATES or any(busy in message for busy in _SQLITE_BUSY):
+        detail = f"the database was busy with other writes and this one did not get its turn in time; nothing was written: send it again after {BUSY_RETRY_AFTER_SECONDS} s"
+        return ProblemError(503, "Service Unavailable", detail, headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
+    return None
+
+
 def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """A problem+json response."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
@@ -56,12 +94,14 @@ _PROBLEM_DESCRIPTIONS = {
     401: "Missing, unknown, revoked or expired bearer token, or a bad webhook signature.",
     403: "The token lacks the scope this endpoint needs.",
     404: "Not found.",
-    409: "Conflicts with an existing object.",
+    409: "Conflicts with an existing object (one stored first by a request racing this one included).",
     413: "The body is larger than the configured limit.",
+    415: "The body is encoded (`Content-Encoding` other than identity) or of a media type the endpoint does not read; the problem names it.",
     422: "Invalid input; the problem names each bad record or field.",
+    429: "Too many requests of a limited kind (sign-ins or 401 answers from one address, sealed matches of one token); retry after `Retry-After` seconds.",
     502: "The incident system answered with an error; the pull stopped (its state is on the source).",
-    503: "Unavailable for now: the database is unreachable or its connection was lost mid-request (send the request again after `Retry-After` seconds), "
-    "or this process does not serve the operation (the problem says which).",
+    503: "Unavailable for now: the database is unreachable, its connection was lost mid-request, or it was too busy with other writes "
+    "(send the request again after `Retry-After` seconds), or this process does not serve the operation (the problem says which).",
 }
 
 
@@ -71,12 +111,15 @@ def problem_descriptions() -> dict[int, str]:
 
 
 def _allowed_methods(request: Request) -> str | None:
-    """Every method the app's OpenAPI document gives the request's path (for a 405's `Allow`), or
-    None when no documented path matches it."""
+    """Every method the app's routes take on the request's path (for a 405's `Allow`), or None when
+    no route matches it. Routes are matched as the router matches them, path convertors included,
+    so `/v1/items/review` is not taken for `/v1/items/{item_id:int}`. The HEAD that every GET
+    route answers too is left out, as the OpenAPI document leaves it out."""
     methods: set[str] = set()
-    for template, operations in request.app.openapi().get("paths", {}).items():
-        if re.fullmatch(re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)), request.url.path):
-            methods.update(method.upper() for method in operations if method in HTTP_METHODS)
+    for route in request.app.router.routes:
+        regex, taken = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and taken and regex.fullmatch(request.url.path):
+            methods.update(method for method in taken if method.lower() in HTTP_METHODS and method != "HEAD")
     return ", ".join(sorted(methods)) or None
 
 
@@ -100,6 +143,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else {}
         if exc.status_code == 405 and (allowed := _allowed_methods(request)) is not None:
             headers["Allow"] = allowed
+            detail = f"{request.method} is not taken by {request.url.path}; it takes {allowed}"
         return problem_response(exc.status_code, title, detail, instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
@@ -110,6 +154,17 @@ def install_problem_handlers(app: FastAPI) -> None:
         ]
         summary = "; ".join(f"{err['location']}: {err['detail']}" for err in errors[:5])
         return problem_response(422, "Invalid request", summary, instance=request.url.path, errors=errors)
+
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, IntegrityError | OperationalError)
+        problem = database_problem(exc)
+        if problem is None:
+            raise exc  # a lost connection (recovered outside) or a bug (500)
+        logger.info("%s %s lost a race: %s", request.method, request.url.path, problem.title)
+        return problem_response(problem.status, problem.title, problem.detail, instance=request.url.path, headers=problem.headers, **problem.extra)
+
+    app.add_exception_handler(IntegrityError, _database)
+    app.add_exception_handler(OperationalError, _database)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from schemas.audit import AuditPage
-from schemas.common import Instant
+from schemas.common import MAX_ROW_ID, Instant
 from service.core.audit import list_events
 from service.core.auth import AdminPrincipal, ReadPrincipal
 from service.core.deps import MetricsDep, SecretKeyDep, SessionDep
@@ -48,7 +48,8 @@ def audit(
     session: SessionDep,
     secret_key: SecretKeyDep,
     actor: Annotated[str | None, Query(description="Exact actor, e.g. 'token:pipeline' or 'cli'.")] = None,
-    token: Annotated[str | None, Query(description="A token's name (the same as actor 'token:<name>').")] = None,
+    token: Annotated[str | None, Query(description="A token's name (the same as actor 'token:<name>'): every token that carried it.")] = None,
+    token_id: Annotated[int | None, Query(ge=1, le=MAX_ROW_ID, description="One token, by id (`goldenset token list`); names are labels, ids are identities.")] = None,
     action: Annotated[str | None, Query(description="Exact action, or a prefix ending in '*' (e.g. 'run.*').")] = None,
     object_type: str | None = None,
     object_id: str | None = None,
@@ -61,11 +62,12 @@ def audit(
     """Audit events, newest first, filtered; each marked `sealed` when it concerns the sealed slice.
     Pass `next_cursor` as `cursor` for the next page."""
     if actor is not None and token is not None and actor != f"token:{token}":
-        raise ProblemError(422, "Invalid request", "actor and token name different actors; give one")
+        raise ProblemError(422, "Invalid request", "actor and token name different actors; give one", reason="conflicting_filters")
     return list_events(
         session=session,
         secret_key=secret_key,
         actor=actor if actor is not None else (f"token:{token}" if token is not None else None),
+        token_id=token_id,
         action=action,
         object_type=object_type,
         object_id=object_id,

@@ -4,13 +4,15 @@ outside development."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
+import re
 import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -25,6 +27,9 @@ logger = logging.getLogger("goldenset.settings")
 # serve` (the API and the scheduler); `api` is `goldenset serve --no-scheduler` (the API only: no
 # embedding model, no curation unless `api_curates`); `worker` is `goldenset scheduler`.
 Role = Literal["all", "api", "worker"]
+# A rate limit as the `limits` library reads it ("30/minute", "100 per 2 hours"), checked here
+# without importing it, so that commands which never serve start quickly.
+RATE_LIMIT = re.compile(r"\s*[1-9][0-9]{0,8}\s*(?:/|per)\s*(?:[1-9][0-9]{0,5}\s*)?(?:second|minute|hour|day)s?\s*", re.IGNORECASE)
 
 
 class Settings(BaseSettings):
@@ -112,6 +117,38 @@ class Settings(BaseSettings):
     sealed_run_read_hours: int = Field(
         default=24, gt=0, le=24 * 30, description="How long the token that started a sealed run may page through its items again; nobody else ever may."
     )
+    sign_in_rate_limit: str = Field(
+        default="30/minute", description="Sign-in attempts (`POST /ui/login`) one client address may make, as `<count>/<second|minute|hour|day>` (429 above)."
+    )
+    unauthorized_rate_limit: str = Field(
+        default="60/minute",
+        description="401 answers one client address may get (wrong, revoked or expired tokens, bad webhook signatures) "
+        "before its requests are refused with 429 for the rest of the window.",
+    )
+    sealed_check_rate_limit: str = Field(
+        default="30/hour", description="`/v1/dedup/check` answers matching a sealed item that one token may get before its checks are refused with 429 for the rest of the window."
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="Comma-separated addresses or networks (e.g. 10.0.0.0/8) of reverse proxies whose `X-Forwarded-For` names the client address "
+        "that the rate limits count; unset: the peer's address.",
+    )
+
+    @field_validator("sign_in_rate_limit", "unauthorized_rate_limit", "sealed_check_rate_limit")
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        if RATE_LIMIT.fullmatch(value) is None:
+            raise ValueError("must look like '30/minute' (a count, '/', and second, minute, hour or day)")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        try:
+            proxy_networks(value)
+        except ValueError as exc:
+            raise ValueError("must be comma-separated IP addresses or networks, such as '10.0.0.0/8,192.168.1.5'") from exc
+        return value
 
     @model_validator(mode="after")
     def _refuse_insecure_production(self) -> Settings:
@@ -163,6 +200,12 @@ class Settings(BaseSettings):
             fresh_title_threshold=self.dedup_fresh_title_threshold or defaults.fresh_title_threshold,
             ann=dataclasses.replace(defaults.ann, min_items=self.ann_min_items, folder=Path(self.ann_folder)),
         )
+
+
+def proxy_networks(value: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """The networks of a `GOLDENSET_TRUSTED_PROXIES` value (a single address is a network of one);
+    raises ValueError for anything else."""
+    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in value.split(",") if part.strip())
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from sqlmodel import Session, select
+from sqlalchemy import text
+from sqlmodel import Session, col, select
 
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
@@ -17,6 +18,8 @@ TOKEN_PREFIX = "gs_"
 BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
 _DURATION = re.compile(r"(?i)\s*(\d+)\s*([dh])\s*")
 _DURATION_UNITS = {"d": "days", "h": "hours"}
+TOKEN_NAMES_LOCK = 0x601D70C
+"""The advisory lock (PostgreSQL) that serialises token creation, so a name is checked and taken at once."""
 
 
 def format_expiry(expires_at: datetime | None) -> str:
@@ -55,11 +58,22 @@ def parse_expiry(*, expires_in: str | None = None, expires: str | None = None, n
     return moment
 
 
+def active_token_named(*, session: Session, name: str, now: datetime | None = None) -> ApiToken | None:
+    """The active (neither revoked nor expired) token called `name`, if any."""
+    now = now or utcnow()
+    query = select(ApiToken).where(ApiToken.name == name, col(ApiToken.revoked_at).is_(None))
+    return next((token for token in session.exec(query.order_by(col(ApiToken.id))).all() if not token.expired(now)), None)
+
+
 def create_token(*, session: Session, name: str, scopes: str | list[str], actor: str = "cli", expires_at: datetime | None = None) -> tuple[str, ApiToken]:
     """Create a token; returns the plaintext (shown once, never stored) and the stored row.
 
-    `expires_at` (tz-aware, in the future) makes the token refused from that instant on; None: it
-    never expires. Raises ValueError for a blank or reserved name, bad scopes or a past expiry."""
+    Names are unique among active tokens: a name is a label people read in the audit trail and
+    in refusals, while a token's identity is its id. A name frees up once its token is revoked or
+    expired. `expires_at` (tz-aware, in the future) makes the token refused from that instant on;
+    None: it never expires. Raises ValueError for a blank, reserved or active name, bad scopes or a
+    past expiry. Concurrent creations are serialised (an advisory lock on PostgreSQL; on SQLite,
+    pass a `write_session`), so two active tokens never share a name."""
     parsed = parse_scopes(scopes)
     if not name.strip():
         raise ValueError("a token needs a name saying who or what uses it")
@@ -71,10 +85,22 @@ def create_token(*, session: Session, name: str, scopes: str | list[str], actor:
             raise ValueError("a token's expiry needs a time zone")
         if expires_at <= utcnow():
             raise ValueError(f"the expiry {format_expiry(expires_at)} is not in the future; give a later one")
+    if session.get_bind().dialect.name == "postgresql":
+        session.exec(text("SELECT pg_advisory_xact_lock(:key)").bindparams(key=TOKEN_NAMES_LOCK))  # type: ignore[call-overload]
     plaintext = new_secret(TOKEN_PREFIX)
     token = ApiToken(name=name.strip(), token_hash=sha256_hex(plaintext), prefix=plaintext[:10], scopes=parsed, expires_at=expires_at)
     session.add(token)
+    # Written before the name is checked: on SQLite the insert takes the write lock (waiting for
+    # other writers) instead of a read that later fails to upgrade, so the check sees every token
+    # committed before it and none can be committed beside it.
     session.flush()
+    taken = active_token_named(session=session, name=name.strip())
+    if taken is not None and taken.id != token.id:
+        session.rollback()
+        raise ValueError(
+            f"an active token is already named {name.strip()!r} (id {taken.id}); names tell tokens apart in the audit trail: "
+            f"choose another name, or revoke that token first (`goldenset token revoke {taken.id}`)"
+        )
     details = {"name": token.name, "scopes": parsed, "expires_at": None if expires_at is None else expires_at.isoformat()}
     session.add(AuditEvent(actor=actor, action="token.create", object_type="token", object_id=str(token.id), details=details))
     session.commit()

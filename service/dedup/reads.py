@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from curation.dedup.stats import dedup_stats, low_margin_duplicates
 from schemas.dedup import DedupStats, LowMarginDuplicate
-from service.items.reads import withheld
+from service.items.shaping import withheld
 
 
 def stats_for_readers(*, session: Session, secret_key: str) -> DedupStats:

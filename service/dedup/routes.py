@@ -29,19 +29,23 @@ from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
 from schemas.item import Item, ItemRead
+from schemas.token import Scope
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc, refusal_problem
+from service.core.rate_limits import RateLimits
 from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
 from service.dedup.reader import DedupReader
 from service.dedup.reads import low_margin_for_readers, stats_for_readers
-from service.items.reads import item_read, require_item, similar_reads, withheld
+from service.items.reads import answer_after_write, shown_item, similar_reads
+from service.items.shaping import withheld
 
 router = APIRouter(tags=["dedup"])
 MAX_K = 100
 MAX_LOW_MARGIN = 500
 ITEM_DETAILS = ("matched_item", "kept_over", "best_jaccard", "best_embedding")
+SEALED_MATCH_ACTION = "item.sealed_check_matched"
 
 
 def _deduplicator(reader: DedupReader, session: Session) -> Deduplicator:
@@ -56,7 +60,7 @@ def _audit(request: Request, principal: Principal, action: str, reads: Sequence[
     audit_content_read(request, principal, [read.id for read in reads if not read.sealed], action)
 
 
-@router.get("/v1/items/{item_id}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
+@router.get("/v1/items/{item_id:int}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
 def similar(
     item_id: IdPath,
     request: Request,
@@ -67,18 +71,31 @@ def similar(
 ) -> list[SimilarRead]:
     """The `k` items most like this one among those that occurred before it (never itself), best
     first: `score` fuses the body `cosine`, `title_cosine` and `lexical` similarity; `jaccard` is
-    the MinHash estimate. 409 while the item is not curated yet."""
-    item, _source = require_item(session, item_id)
+    the MinHash estimate. 409 while the item is not curated yet. The neighbours of an item in (or
+    bound for) a sealed slice say what it is about, so they need the `sealed` scope (403
+    `sealed_item` without it), and reading them is audited as a sealed read
+    (`item.sealed_similar_read`, naming the item)."""
+    item, shown = shown_item(session, item_id, secret_key=secret_key)
+    if shown.withheld and Scope.SEALED.value not in principal.scopes:
+        raise ProblemError(
+            403,
+            "Forbidden",
+            f"item {item_id} is in (or bound for) an eval's sealed slice: its neighbours tell what it is about, so listing them needs the 'sealed' scope",
+            condition="sealed_item",
+        )
     try:
         ranked = similar_to_stored(session, lambda: _deduplicator(request.app.state.dedup_reader, session), item, k=k)
     except NotIndexed as exc:
         raise ProblemError(409, "Conflict", str(exc)) from exc
     reads = similar_reads(session=session, ranked=ranked, secret_key=secret_key)
+    if shown.withheld:
+        audit_content_read(request, principal, [item_id], "item.sealed_similar_read")
     _audit(request, principal, "item.similar_read", reads)
     return reads
 
 
-def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret_key: str) -> DedupCheckResult:
+def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret_key: str) -> tuple[DedupCheckResult, int | None]:
+    """The check's answer, and the item of a sealed slice it matched (never named in the answer)."""
     with Session(engine) as session:
         deduplicator = _deduplicator(reader, session)
         try:
@@ -98,7 +115,8 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
         sealed_match = verdict.matched in hidden or matched in hidden
         if sealed_match:
             details["matched"] = "an item of a sealed slice: which one is not said"
-        return DedupCheckResult(
+        sealed_item = (verdict.matched if verdict.matched in hidden else matched) if sealed_match else None
+        result = DedupCheckResult(
             status=verdict.status,
             stage=verdict.stage,
             score=verdict.score,
@@ -107,6 +125,7 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
             details=details,
             similar=similar_reads(session=session, ranked=ranked, secret_key=secret_key),
         )
+        return result, sealed_item
 
 
 def _named_items(details: dict[str, object]) -> dict[str, int]:
@@ -121,7 +140,7 @@ def _named_items(details: dict[str, object]) -> dict[str, int]:
     return named
 
 
-@router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422, 503))
+@router.post("/v1/dedup/check", response_model=DedupCheckResult, responses=problem_doc(401, 403, 409, 422, 429, 503))
 async def check(
     data: DedupCheck,
     request: Request,
@@ -133,7 +152,14 @@ async def check(
     most similar items. Nothing is stored. A match with an item of a sealed slice is reported
     without naming the item, and sealed items are never among the similar ones. The text is
     embedded in a worker thread, a few requests at a time. 503 from an API replica that does not
-    load the embedding model (README "Roles")."""
+    load the embedding model (README "Roles").
+
+    A match with a sealed item confirms a guess at its text: it is audited as a sealed event
+    (`item.sealed_check_matched`, naming the item), and a token that had
+    `GOLDENSET_SEALED_CHECK_RATE_LIMIT` such matches in its window is refused (429, `Retry-After`)."""
+    limits: RateLimits = request.app.state.rate_limits
+    if (refusal := limits.exhausted("sealed_check", str(principal.token_id))) is not None:
+        raise refusal
     if not request.app.state.dedup_reader.can_encode:
         raise ProblemError(
             503,
@@ -142,7 +168,10 @@ async def check(
             "send the check to a process that does (`goldenset serve`), or set GOLDENSET_API_CURATES=true on the API replicas",
         )
     async with request.app.state.dedup_semaphore:
-        result = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key)
+        result, sealed_item = await run_in_threadpool(_check, request.app.state.engine, request.app.state.dedup_reader, data, k, secret_key)
+    if sealed_item is not None:
+        limits.count("sealed_check", str(principal.token_id))
+        await run_in_threadpool(audit_content_read, request, principal, [sealed_item], SEALED_MATCH_ACTION)
     await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)
     return result
 
@@ -155,18 +184,10 @@ def _ruled(request: Request, principal: Principal, session: Session, secret_key:
         session.rollback()
         raise refusal_problem(exc) from exc
     session.commit()
-    item, source = require_item(session, item_id)
-    sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
-    answer = item_read(item, source, sealed=sealed)
-    # The audit writes on a connection of its own: on SQLite this read transaction (BEGIN
-    # IMMEDIATE) would hold the write lock it waits for.
-    session.rollback()
-    if not sealed:
-        audit_content_read(request, principal, [item_id])
-    return answer
+    return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 
-@router.post("/v1/items/{item_id}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+@router.post("/v1/items/{item_id:int}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
 def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
     """Rule that a duplicate (or contaminated) item is not a duplicate of the item it names, with a
     note saying why: it becomes `unique` (and waits for review), and no curation run matches the
@@ -176,7 +197,7 @@ def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, pri
     return _ruled(request, principal, session, secret_key, item_id, rule)
 
 
-@router.post("/v1/items/{item_id}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+@router.post("/v1/items/{item_id:int}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
 def duplicate_of(item_id: IdPath, data: DuplicateOfBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
     """Rule by hand that a curated item is a duplicate of item `item_id` of the body, with a note:
     it becomes `duplicate` (`contaminated` when that item belongs to a reference corpus) and stays

@@ -233,8 +233,13 @@ def verify(
 ) -> None:
     """Recompute a release's content digests and Merkle roots from its frozen items.
 
+    On the database (with GOLDENSET_SECRET_KEY) every digest is checked, keyed sealed ones with the
+    eval's seal key. Over the API (--url) the dev items as served are checked against the manifest,
+    and both Merkle roots against the manifest's digests; sealed digests are keyed, so only the
+    server can recompute them.
+
     Exit status: 0 when everything matches, 1 on any mismatch, 2 when there is no such release."""
-    from service.evals.definitions import require_eval
+    from service.evals.definitions import require_eval, seal_key
     from service.evals.releases import resolve_release, verify_release
 
     with remote_client() as client:
@@ -250,7 +255,13 @@ def verify(
             stored = resolve_release(session=session, evaluation=evaluation, ref=release)
         except ProblemError as exc:
             raise fail(exc.detail) from exc
-        report = verify_release(session=session, evaluation=evaluation, release=stored)
+        try:
+            key = seal_key(evaluation, secret_key=get_settings().secret_key.get_secret_value())
+        except ValueError as exc:
+            raise fail(
+                f"the seal key of eval {eval_name!r} cannot be read ({exc}); its sealed digests are keyed with it: run with the GOLDENSET_SECRET_KEY it was created under"
+            ) from exc
+        report = verify_release(session=session, evaluation=evaluation, release=stored, seal_key=key)
     _verified(eval_name, report.release, report.items, report.mismatches)
 
 

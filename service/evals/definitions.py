@@ -77,21 +77,22 @@ def _check_settings(session: Session, values: dict[str, Any]) -> None:
         try:
             cron_trigger(values["schedule"])
         except ValueError as exc:
-            raise ProblemError(422, "Invalid request", str(exc)) from exc
+            raise ProblemError(422, "Invalid request", str(exc), reason="invalid_schedule") from exc
     names = set(values.get("sources") or []) | set(values.get("source_quotas") or {})
     if names:
         rows = session.exec(select(Source.name, Source.kind).where(col(Source.name).in_(names))).all()
         kinds = dict(rows)
         missing = sorted(names - set(kinds))
         if missing:
-            raise ProblemError(422, "Invalid request", f"unknown source(s): {', '.join(missing)}; create them first (`goldenset source create` or ingest into them)")
+            detail = f"unknown source(s): {', '.join(missing)}; create them first (`goldenset source create` or ingest into them)"
+            raise ProblemError(422, "Invalid request", detail, reason="unknown_source")
         references = sorted(name for name, kind in kinds.items() if kind == SourceKind.REFERENCE.value)
         if references:
-            raise ProblemError(422, "Invalid request", f"{', '.join(references)} are public reference corpora: their items are never released")
+            raise ProblemError(422, "Invalid request", f"{', '.join(references)} are public reference corpora: their items are never released", reason="reference_source")
     quotas = values.get("source_quotas") or {}
     outside = sorted(set(quotas) - set(values.get("sources") or quotas))
     if outside:
-        raise ProblemError(422, "Invalid request", f"quotas name source(s) the eval does not take: {', '.join(outside)}")
+        raise ProblemError(422, "Invalid request", f"quotas name source(s) the eval does not take: {', '.join(outside)}", reason="source_not_in_eval")
 
 
 def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: str, key: bytes | None = None) -> Eval:

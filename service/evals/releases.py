@@ -17,12 +17,24 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.releases.content import canonical_json, content_digest, merkle_root
+from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root
 from curation.releases.visibility import sealed_anywhere
 from schemas.audit import AuditEvent
 from schemas.common import MAX_ROW_ID, read_model
 from schemas.evals import Eval, Split
-from schemas.release import ManifestEntry, Release, ReleaseDiff, ReleasedItem, ReleaseItem, ReleaseManifest, ReleaseSummary, ReleaseWithdrawal, SealedRead, VerifyReport
+from schemas.release import (
+    HMAC_SHA256,
+    ManifestEntry,
+    Release,
+    ReleaseDiff,
+    ReleasedItem,
+    ReleaseItem,
+    ReleaseManifest,
+    ReleaseSummary,
+    ReleaseWithdrawal,
+    SealedRead,
+    VerifyReport,
+)
 from service.core.problems import ProblemError
 
 LATEST = "latest"
@@ -136,9 +148,9 @@ def export_lines(*, session: Session, evaluation: Eval, release: Release, split:
             served.append(item.item_id)
 
 
-def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: str = "read") -> SealedRead:
-    """Count one use of the release's sealed content (a read, or a sealed run) and audit it;
-    commits. Raises SealedBudgetExceeded, counting nothing, when the eval's per-release budget is
+def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: str = "read", token_id: int | None = None) -> SealedRead:
+    """Count one use of the release's sealed content (a read, or a sealed run) by the token
+    `token_id` (None: the command line) and audit it; commits. Raises SealedBudgetExceeded, counting nothing, when the eval's per-release budget is
     used up. Concurrent callers are serialised on the release (a row lock on PostgreSQL; SQLite
     callers should use a `write_session`), so the budget is never overrun."""
     session.exec(select(Release.id).where(Release.id == release.id).with_for_update()).first()
@@ -157,7 +169,7 @@ def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release,
         session.commit()
         raise SealedBudgetExceeded(evaluation, release, used)
     assert release.id is not None
-    entry = SealedRead(release_id=release.id, actor=actor, purpose=purpose, item_count=item_count)
+    entry = SealedRead(release_id=release.id, actor=actor, token_id=token_id, purpose=purpose, item_count=item_count)
     session.add(entry)
     session.add(
         AuditEvent(
@@ -178,15 +190,24 @@ def sealed_reads_used(*, session: Session, release: Release) -> int:
     return int(session.exec(select(func.count()).select_from(SealedRead).where(SealedRead.release_id == release.id)).one())
 
 
-def verify_release(*, session: Session, evaluation: Eval, release: Release) -> VerifyReport:
+def verify_release(*, session: Session, evaluation: Eval, release: Release, seal_key: bytes | None = None) -> VerifyReport:
     """Recompute every item's digest from its frozen content, the canonical form of that content,
-    and both Merkle roots; report each mismatch (an empty list: the release is intact)."""
+    and both Merkle roots; report each mismatch (an empty list: the release is intact).
+
+    Sealed items of a release with keyed digests (`sealed_digest` `hmac-sha256`) are recomputed
+    with `seal_key`, the eval's seal key; without it their digests are taken as recorded (they
+    still make the sealed root) and counted in `sealed_unchecked`."""
     rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == release.id).order_by(col(ReleaseItem.item_id))).all()
     mismatches: list[str] = []
+    unchecked = 0
+    keyed = release.sealed_digest == HMAC_SHA256
     by_split: dict[str, list[tuple[int, str]]] = {split.value: [] for split in Split}
     for row in rows:
-        digest = content_digest(row.content)
-        if digest != row.content_digest:
+        digest: str | None = content_digest(row.content)
+        if keyed and row.split == Split.SEALED.value:
+            digest = keyed_digest(row.content, seal_key=seal_key) if seal_key is not None else None
+            unchecked += digest is None
+        if digest is not None and digest != row.content_digest:
             mismatches.append(f"item {row.item_id}: content digest {digest} differs from the recorded {row.content_digest}")
         try:
             content = json.loads(row.content)
@@ -207,8 +228,7 @@ def verify_release(*, session: Session, evaluation: Eval, release: Release) -> V
             mismatches.append(f"{split.value} Merkle root {root} differs from the recorded {recorded}")
         if len(by_split[split.value]) != count:
             mismatches.append(f"{split.value} split holds {len(by_split[split.value])} items, the release records {count}")
-    return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches)
-
+    return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches, sealed_unchecked=unchecked)
 
 
 EXPORT_CHUNK = 64 * 1024

@@ -23,14 +23,14 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, or_
 from sqlmodel import Session, col, select
 
-from curation.releases.sealing import is_sealed
-from curation.releases.visibility import SealKeyOf, sealed_item_ids
+from curation.releases.visibility import sealed_item_ids
 from schemas.dedup import DedupDecision
-from schemas.evals import Eval, EvalItem, Split
+from schemas.evals import Eval
 from schemas.item import Item, ItemStatus
 from schemas.review import QueueDecision, ReviewQueueEntry, ReviewQueuePage
 from schemas.source import Source
 from service.evals.definitions import seal_keys
+from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys
 
 VISIBILITY_BATCH = 2000
 LIKE_ESCAPE = "/"
@@ -87,7 +87,7 @@ def source_queue(
     if filters.occurred_before is not None:
         conditions.append(col(Item.occurred_at) < filters.occurred_before)
     order = (col(Item.occurred_at), col(Item.id))
-    seal_key_of = _remembered(seal_keys(secret_key=secret_key))
+    seal_key_of = remembered_keys(seal_keys(secret_key=secret_key))
     revealed = set(revealed)
     if filters.text:
         pattern = _like_pattern(filters.text)
@@ -96,7 +96,7 @@ def source_queue(
         hidden: set[int] = set()
         for start in range(0, len(matches), VISIBILITY_BATCH):
             batch = {item_id: names[source_id] for item_id, source_id in matches[start : start + VISIBILITY_BATCH] if item_id is not None}
-            hidden |= _withheld(session, batch, seal_key_of, revealed)
+            hidden |= hidden_from_reader(session, batch, seal_key_of, revealed)
         visible = [item_id for item_id, _ in matches if item_id is not None and item_id not in hidden]
         total = len(visible)
         wanted = visible[offset : offset + limit]
@@ -107,7 +107,7 @@ def source_queue(
         items = list(session.exec(select(Item).where(*conditions).order_by(*order).offset(offset).limit(limit)).all())
     on_page = {item.id: names[item.source_id] for item in items if item.id is not None}
     sealed = sealed_item_ids(session=session, item_ids=on_page, seal_key_of=seal_key_of)
-    withheld = _withheld(session, {item_id: on_page[item_id] for item_id in sealed}, seal_key_of, revealed, sealed=sealed)
+    withheld = hidden_from_reader(session, {item_id: on_page[item_id] for item_id in sealed}, seal_key_of, revealed, sealed=sealed)
     decisions = decisions_in_force(session, list(on_page))
     entries = [
         _entry(item, position=offset + index + 1, source=on_page[item.id], sealed=item.id in sealed, withheld=item.id in withheld, decision=decisions.get(item.id))
@@ -123,59 +123,6 @@ def decisions_in_force(session: Session, item_ids: Sequence[int]) -> dict[int, D
         return {}
     newest = select(func.max(DedupDecision.id)).where(col(DedupDecision.item_id).in_(sorted(set(item_ids)))).group_by(col(DedupDecision.item_id))
     return {decision.item_id: decision for decision in session.exec(select(DedupDecision).where(col(DedupDecision.id).in_(newest))).all()}
-
-
-def sealing_evals(session: Session, items: dict[int, str], seal_key_of: SealKeyOf) -> dict[int, set[int]]:
-    """For each of `items` (id: source name), the evals that seal it, by the rule of
-    `curation.releases.visibility`: a released item is sealed by the evals that hold it sealed;
-    an unreleased one by each eval taking its source whose key seals it, or whose key cannot be
-    read (failing closed). Items no eval seals are left out."""
-    if not items:
-        return {}
-    result: dict[int, set[int]] = {}
-    released: set[int] = set()
-    for item_id, eval_id, split in session.exec(select(EvalItem.item_id, EvalItem.eval_id, EvalItem.split).where(col(EvalItem.item_id).in_(sorted(items)))).all():
-        released.add(item_id)
-        if split == Split.SEALED.value:
-            result.setdefault(item_id, set()).add(eval_id)
-    unreleased = [item_id for item_id in items if item_id not in released]
-    if not unreleased:
-        return result
-    for evaluation in session.exec(select(Eval)).all():
-        assert evaluation.id is not None
-        taken = set(evaluation.sources)
-        candidates = [item_id for item_id in unreleased if items[item_id] in taken]
-        try:
-            key = seal_key_of(evaluation) if candidates else b""
-        except ValueError:
-            key = None
-        for item_id in candidates:
-            if key is None or is_sealed(key, item_id, evaluation.sealed_fraction):
-                result.setdefault(item_id, set()).add(evaluation.id)
-    return result
-
-
-def _withheld(session: Session, items: dict[int, str], seal_key_of: SealKeyOf, revealed: set[int], *, sealed: set[int] | None = None) -> set[int]:
-    """Those of `items` (id: source name) whose content the reader may not see: sealed-bound, and
-    not sealed only by evals in `revealed`. `sealed`: the sealed ones among them, when known."""
-    if sealed is None:
-        sealed = sealed_item_ids(session=session, item_ids=items, seal_key_of=seal_key_of)
-    if not sealed or not revealed:
-        return set(sealed)
-    sealers = sealing_evals(session, {item_id: items[item_id] for item_id in sealed}, seal_key_of)
-    return {item_id for item_id in sealed if not sealers.get(item_id) or not sealers[item_id] <= revealed}
-
-
-def _remembered(seal_key_of: SealKeyOf) -> SealKeyOf:
-    """`seal_key_of`, decrypting each eval's key once."""
-    keys: dict[int | None, bytes] = {}
-
-    def key_of(evaluation: Eval) -> bytes:
-        if evaluation.id not in keys:
-            keys[evaluation.id] = seal_key_of(evaluation)
-        return keys[evaluation.id]
-
-    return key_of
 
 
 def _like_pattern(text: str) -> str:
@@ -202,23 +149,20 @@ def _decision(decision: DedupDecision | None, *, withheld: bool) -> QueueDecisio
 
 
 def _entry(item: Item, *, position: int, source: str, sealed: bool, withheld: bool, decision: DedupDecision | None) -> ReviewQueueEntry:
-    assert item.id is not None
-    content: dict[str, object] = {"external_id": "", "title": "", "input": "", "reference": "", "metadata": {}, "tags": []}
-    if not withheld:
-        content = {"external_id": item.external_id, "title": item.title, "input": item.input, "reference": item.reference, "metadata": item.meta, "tags": item.tags}
+    shown = ShownItem.of(item, source, sealed=sealed, withheld=withheld)
     return ReviewQueueEntry.model_validate(
         {
             "position": position,
-            "id": item.id,
+            "id": shown.id,
             "source": source,
-            "occurred_at": item.occurred_at,
-            "ingested_at": item.ingested_at,
-            "status": item.status,
-            "sealed": sealed,
-            "withheld": withheld,
-            "source_changed_at": item.source_changed_at,
-            "dedup": _decision(decision, withheld=withheld),
-            **content,
+            "occurred_at": shown.occurred_at,
+            "ingested_at": shown.ingested_at,
+            "status": shown.status,
+            "sealed": shown.sealed,
+            "withheld": shown.withheld,
+            "source_changed_at": shown.source_changed_at,
+            "dedup": _decision(decision, withheld=shown.withheld),
+            **shown.content(),
         }
     )
 

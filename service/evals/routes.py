@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -29,7 +29,7 @@ from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
 from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary, WithdrawBody
 from schemas.review import ReviewQueuePage, SealedReviewWindow
 from schemas.token import Scope
-from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split
+from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split, require_any
 from service.core.db import write_session
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.openapi import JSONL_MEDIA_TYPE
@@ -45,9 +45,10 @@ eval_router = APIRouter(prefix="/v1/evals", tags=["evals"])
 NO_STORE = "no-store"
 
 
-@eval_router.post("", status_code=201, response_model=EvalRead, responses=problem_doc(401, 403, 409, 422))
-def create(data: EvalCreate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> EvalRead:
-    """Define an eval; it gets a canary GUID and a secret seal key (which never leaves the server)."""
+@eval_router.post("", status_code=201, response_model=EvalRead, responses=problem_doc(401, 403, 409, 422, 503))
+def create(data: EvalCreate, principal: AdminPrincipal, session: WriteSessionDep, settings: SettingsDep) -> EvalRead:
+    """Define an eval; it gets a canary GUID and a secret seal key (which never leaves the server).
+    409 when the name is taken (by a request racing this one too)."""
     evaluation = create_eval(session=session, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
     return to_read(session, evaluation)
 
@@ -104,7 +105,7 @@ def refresh(
             request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60, allow_future=allow_future
         )
     except FuturePeriod as exc:
-        raise ProblemError(422, "Invalid request", str(exc)) from exc
+        raise ProblemError(422, "Invalid request", str(exc), reason="future_period") from exc
     except RefreshBusy as exc:
         raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
     except RefreshError as exc:
@@ -139,7 +140,7 @@ def review_queue(
     entry served with content is audited."""
     evaluation = require_eval(session=session, name=name)
     if source is not None and source not in evaluation.sources:
-        raise ProblemError(422, "Invalid request", f"eval {name!r} does not take source {source!r}; it takes: {', '.join(evaluation.sources)}")
+        raise ProblemError(422, "Invalid request", f"eval {name!r} does not take source {source!r}; it takes: {', '.join(evaluation.sources)}", reason="source_not_in_eval")
     viewer = Viewer(actor=principal.actor, token_id=principal.token_id, may_see_sealed=Scope.SEALED.value in principal.scopes, endpoint=f"{request.method} {request.url.path}")
     filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
     sources = evaluation.sources if source is None else [source]
@@ -166,6 +167,8 @@ def sealed_review(name: str, response: Response, principal: CuratePrincipal, ses
     return window
 
 
+# The split asked for decides between the two (`authorize_split`); a token with neither is refused before anything is read.
+READ_OR_SEALED = require_any(Scope.READ, Scope.SEALED)
 release_router = APIRouter(prefix="/v1/evals/{name}/releases", tags=["releases"])
 IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
@@ -192,7 +195,7 @@ def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
 def _consume(engine: Engine, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
     with write_session(engine) as session:
         try:
-            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=principal.actor, item_count=count)
+            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=principal.actor, token_id=principal.token_id, item_count=count)
         except SealedBudgetExceeded as exc:
             raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
 
@@ -216,7 +219,7 @@ def release_manifest(name: str, ref: str, request: Request, _: ReadPrincipal, se
     return Response(content=body, media_type="application/json", headers=headers)
 
 
-@release_router.get("/{ref}/items", response_model=ReleaseItems, responses=problem_doc(401, 403, 404, 422))
+@release_router.get("/{ref}/items", response_model=ReleaseItems, responses=problem_doc(401, 403, 404, 422), dependencies=[Depends(READ_OR_SEALED)])
 def release_items(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
     """The items of one split as released (frozen content), newest incident first. `sealed`
     needs the sealed scope and counts as one read against the eval's per-release budget."""
@@ -255,7 +258,11 @@ def _release_items_answer(session: Session, evaluation: Eval, release: Release, 
     return CachedContent(body=body, item_ids=tuple(item.item_id for item in items), release_number=release.number, headers=headers)
 
 
-@release_router.get("/{ref}/export.jsonl", responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "One item a line (schema: ExportRow)."}})
+@release_router.get(
+    "/{ref}/export.jsonl",
+    responses={**problem_doc(401, 403, 404, 422), 200: {"content": {JSONL: {}}, "description": "One item a line (schema: ExportRow)."}},
+    dependencies=[Depends(READ_OR_SEALED)],
+)
 def export(name: str, ref: str, request: Request, session: SessionDep, split: SplitQuery = Split.DEV, occurred_after: AfterQuery = None) -> Response:
     """The split as JSON Lines, streamed: one item a line and nothing else (`ExportRow`: the
     released item, its split and digest, and `metadata` with the eval's canary, the release and

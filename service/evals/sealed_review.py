@@ -32,7 +32,8 @@ from schemas.release import Release
 from schemas.review import ReviewQueuePage, SealedReviewWindow
 from service.core.audit import record_read
 from service.evals.definitions import seal_keys
-from service.evals.review_queue import QueueFilters, sealing_evals, source_queue
+from service.evals.review_queue import QueueFilters, source_queue
+from service.items.shaping import sealing_evals
 
 OPENED = "eval.sealed_review_opened"
 REFUSED = "eval.sealed_review_refused"
@@ -97,6 +98,13 @@ def open_sealed_reviews(*, session: Session, token_id: int | None, now: datetime
         if until > now and until > windows.get(eval_name, now):
             windows[eval_name] = until
     return windows
+
+
+def revealed_evals(*, session: Session, token_id: int | None, now: datetime | None = None) -> set[int]:
+    """The ids of the evals on which `token_id` (None: the command line) holds an open window: the
+    `revealed` of `service.items.shaping`."""
+    windows = open_sealed_reviews(session=session, token_id=token_id, now=now)
+    return {eval_id for eval_id in session.exec(select(Eval.id).where(col(Eval.name).in_(sorted(windows)))).all() if eval_id is not None}
 
 
 def sealed_review_open_until(*, session: Session, evaluation: Eval, token_id: int | None, now: datetime | None = None) -> datetime | None:

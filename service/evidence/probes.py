@@ -146,6 +146,7 @@ def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, c
             before=before,
             after=after,
             not_cut=len(plan.not_cut),
+            reason="too_few_items",
         )
     return plan
 

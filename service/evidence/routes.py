@@ -33,12 +33,11 @@ _CHART_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-def negotiate(format_: str | None, accept: str | None) -> ChartFormat:
-    """`format` when given; else the first of SVG or PNG the Accept header names; else JSON."""
+def negotiate(format_: ChartFormat | None, accept: str | None) -> ChartFormat:
+    """`format` when given (the query's enum has refused any other); else the first of SVG or PNG
+    the Accept header names; else JSON."""
     if format_ is not None:
-        if format_ not in ("json", "svg", "png"):
-            raise ProblemError(422, "Invalid request", f"format must be json, svg or png (got {format_!r})")
-        return format_  # type: ignore[return-value]
+        return format_
     for part in (accept or "").split(","):
         media = part.split(";", 1)[0].strip().lower()
         if media == "image/svg+xml":
@@ -60,7 +59,7 @@ def temporal_split_report(
     model: Annotated[str, Query(description="A registered model with a training cutoff.")],
     eval: Annotated[str | None, Query(description="An eval: its runs' results for the model.")] = None,
     corpus: Annotated[str | None, Query(description="A public corpus: the results uploaded for the model.")] = None,
-    format: Annotated[str | None, Query(description="json (default), svg or png; or send Accept: image/svg+xml or image/png.")] = None,
+    format: Annotated[ChartFormat | None, Query(description="json (default), svg or png; or send Accept: image/svg+xml or image/png.")] = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> TemporalSplitReport | Response:
     """The model's score on items dated before its training cutoff against items dated after it:
@@ -123,7 +122,7 @@ def probe_chart(
     probe_id: IdPath,
     _: ReadPrincipal,
     session: SessionDep,
-    format: Annotated[str | None, Query(description="svg (default) or png; or send Accept: image/png.")] = None,
+    format: Annotated[ChartFormat | None, Query(description="svg (default) or png (json is taken as svg); or send Accept: image/png.")] = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The probe's chart: similarity of pre-cutoff items against the control band."""

@@ -38,7 +38,10 @@ def require_corpus(*, session: Session, name: str) -> Source:
         raise ProblemError(404, "Not Found", f"no public corpus {name!r}; register one with `goldenset reference add {name} FILE --mapping MAPPING`")
     if source.kind != SourceKind.REFERENCE.value:
         raise ProblemError(
-            422, "Invalid request", f"source {name!r} holds private incidents, not a public corpus; for an eval's items ask with eval=NAME instead of corpus={name}"
+            422,
+            "Invalid request",
+            f"source {name!r} holds private incidents, not a public corpus; for an eval's items ask with eval=NAME instead of corpus={name}",
+            reason="not_a_corpus",
         )
     return source
 
@@ -51,6 +54,7 @@ def require_cutoff(model: Model) -> date:
             "Training cutoff missing",
             f"model {model.name!r} has no training cutoff registered, so there is no 'before' and 'after' to compare; "
             f"record the date its provider states with PATCH /v1/models/{model.name} {{\"training_cutoff\": \"YYYY-MM-DD\"}}",
+            reason="no_cutoff",
         )
     return model.training_cutoff
 
@@ -61,7 +65,8 @@ def temporal_split(*, session: Session, model_name: str, eval_name: str | None =
     corpus or model; no results for the model there), 422 (no cutoff registered; a half of the
     split with fewer than 2 items; both or neither target given)."""
     if (eval_name is None) == (corpus_name is None):
-        raise ProblemError(422, "Invalid request", "give exactly one of eval=NAME (results of an eval's runs) or corpus=NAME (results uploaded for a public corpus)")
+        detail = "give exactly one of eval=NAME (results of an eval's runs) or corpus=NAME (results uploaded for a public corpus)"
+        raise ProblemError(422, "Invalid request", detail, reason="eval_or_corpus")
     model = require_model(session=session, name=model_name)
     cutoff = require_cutoff(model)
     if eval_name is not None:
@@ -78,7 +83,7 @@ def temporal_split(*, session: Session, model_name: str, eval_name: str | None =
     try:
         report = temporal_split_report(results, cutoff=cutoff, model=model.name, corpus=label, rng=np.random.default_rng(REPORT_SEED))
     except NotEnoughItems as exc:
-        raise ProblemError(422, "Too few items", f"{exc} ({len(results)} items have results)", items=len(results), cutoff=cutoff.isoformat()) from exc
+        raise ProblemError(422, "Too few items", f"{exc} ({len(results)} items have results)", items=len(results), cutoff=cutoff.isoformat(), reason="too_few_items") from exc
     if eval_name is not None:
         report.warnings.extend(_augmented_runs_warning(session, eval_id=evaluation.id, model_id=model.id))
     return report

@@ -42,7 +42,7 @@ def _text_file(path: Path | None, what: str) -> str | None:
 
 
 def _is_sealed(session: Session, item_id: int) -> bool:
-    from service.items.reads import withheld  # the dedup index's modules load only when a command runs
+    from service.items.shaping import withheld  # the dedup index's modules load only when a command runs
 
     return item_id in withheld(session=session, item_ids=[item_id], secret_key=get_settings().secret_key.get_secret_value())
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 from rich.panel import Panel
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.index import MixedRecipeError
@@ -29,8 +29,8 @@ from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, err, fail, out
 from service.dedup.reads import low_margin_for_readers
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
-from service.items.reads import withheld
 from service.items.review_cli import Neighbour, item_panel, review_pass
+from service.items.shaping import shape_items
 
 ENDPOINT = "goldenset review"
 
@@ -53,9 +53,11 @@ class LocalDesk:
                 return []
             # Sealed neighbours are left out (as the API leaves them out), so more are asked for.
             found = nearest_neighbours(session=session, deduplicator=self.deduplicator, item=item, k=count * 4)
-            hidden = withheld(session=session, item_ids=[other.id for _, other in found if other.id is not None], secret_key=self.secret_key)
-        shown = [(similar, other) for similar, other in found if other.id not in hidden and other.id is not None][:count]
-        return [Neighbour(id=other.id, score=similar.score, status=other.status, occurred_at=other.occurred_at, title=other.title) for similar, other in shown if other.id]
+            names = dict(session.exec(select(Source.id, Source.name).where(col(Source.id).in_({other.source_id for _, other in found}))).all())
+            shaped = shape_items(session=session, rows=[(other, names.get(other.source_id, "")) for _, other in found], secret_key=self.secret_key)
+        visible = {other.id: other for other in shaped if not other.withheld}
+        shown = [(similar, visible[other.id]) for similar, other in found if other.id in visible][:count]
+        return [Neighbour(id=other.id, score=similar.score, status=other.status, occurred_at=other.occurred_at, title=other.title) for similar, other in shown]
 
     def decide(self, item_id: int, decision: Decision, reason: str) -> str | None:
         try:

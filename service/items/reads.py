@@ -8,48 +8,25 @@ served only by budgeted sealed reads and sealed runs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 
+from fastapi import Request
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
 from curation.dedup.similarity import Similar
-from curation.releases.visibility import sealed_item_ids
-from schemas.common import read_model
 from schemas.dedup import DedupDecision, DedupRead, SimilarRead
 from schemas.item import Item, ItemRead, ItemStatus
 from schemas.source import Source
+from service.core.audit import audit_content_read
+from service.core.auth import Principal
 from service.core.cursors import decode_time_id_cursor, encode_cursor
 from service.core.problems import ProblemError
-from service.evals.definitions import seal_keys
+from service.items.shaping import ShownItem, shape_item, shape_items
 
 CURSOR_KIND = "items"
-WITHHELD: dict[str, object] = {
-    "external_id": "",
-    "occurred_at": None,
-    "ingested_at": None,
-    "updated_at": None,
-    "title": "",
-    "input": "",
-    "reference": "",
-    "metadata": {},
-    "tags": [],
-    "content_hash": "",
-    "sealed": True,
-}
-
-
-def item_read(item: Item, source_name: str, *, sealed: bool = False) -> ItemRead:
-    """The item as the API shows it; `sealed` withholds its content, its dates and its content
-    hash, keeping only its id, source, status and revision."""
-    return read_model(ItemRead, item, **{"source": source_name, "metadata": item.meta, **(WITHHELD if sealed else {})})
-
-
-def withheld(*, session: Session, item_ids: Collection[int], secret_key: str) -> set[int]:
-    """Which of `item_ids` must be shown without content (`curation.releases.visibility`)."""
-    return sealed_item_ids(session=session, item_ids=item_ids, seal_key_of=seal_keys(secret_key=secret_key))
 
 
 def require_item(session: Session, item_id: int) -> tuple[Item, str]:
@@ -58,6 +35,25 @@ def require_item(session: Session, item_id: int) -> tuple[Item, str]:
     if row is None:
         raise ProblemError(404, "Not Found", f"no item with id {item_id}")
     return row[0], row[1]
+
+
+def shown_item(session: Session, item_id: int, *, secret_key: str) -> tuple[Item, ShownItem]:
+    """The item (a 404 problem when there is none) and the item as an API reader may see it
+    (`service.items.shaping`: no API token reads a sealed item's content through `/v1/items`)."""
+    item, source = require_item(session, item_id)
+    return item, shape_item(session=session, item=item, source=source, secret_key=secret_key)
+
+
+def answer_after_write(request: Request, principal: Principal, session: Session, item_id: int, *, secret_key: str) -> ItemRead:
+    """The item as it is after a committed write (a review decision, a ruling), shaped for the
+    reader, with its content read audited when it carries content. Ends `session`'s transaction
+    first: the audit writes on a connection of its own, and on SQLite an open write transaction
+    would hold the lock it waits for."""
+    _item, shown = shown_item(session, item_id, secret_key=secret_key)
+    session.rollback()
+    if not shown.withheld:
+        audit_content_read(request, principal, [item_id])
+    return shown.read()
 
 
 def item_page(
@@ -70,7 +66,7 @@ def item_page(
     occurred_before: datetime | None = None,
     limit: int,
     cursor: str | None = None,
-) -> tuple[list[tuple[Item, str]], str | None]:
+) -> tuple[list[ShownItem], str | None]:
     """One page of items with their source names, newest incident first (ties: higher id first),
     and the cursor of the next page (None on the last). Items in (or bound for) a sealed slice are
     left out, so neither a page, nor its filters, nor its cursor tells anything of them; a page can
@@ -91,8 +87,7 @@ def item_page(
     page = [(item, name) for item, name in rows[:limit]]
     last = page[-1][0] if len(rows) > limit else None
     next_cursor = encode_cursor(CURSOR_KIND, last.occurred_at.isoformat(), last.id, secret_key=secret_key) if last is not None and last.id is not None else None
-    hidden = withheld(session=session, item_ids=[item.id for item, _ in page if item.id is not None], secret_key=secret_key)
-    return [(item, name) for item, name in page if item.id not in hidden], next_cursor
+    return [shown for shown in shape_items(session=session, rows=page, secret_key=secret_key) if not shown.withheld], next_cursor
 
 
 def dedup_read(session: Session, item: Item, *, sealed: bool = False) -> DedupRead:
@@ -112,11 +107,11 @@ def similar_reads(*, session: Session, ranked: Sequence[Similar], secret_key: st
     are left out (their ids and scores would confirm a guess at their text), as are items deleted
     since the index was built."""
     ids = [entry.item_id for entry in ranked]
-    hidden = withheld(session=session, item_ids=ids, secret_key=secret_key)
     rows = session.exec(select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_(ids))).all()
-    found = {item.id: (item, name) for item, name in rows}
-    return [
-        read_model(SimilarRead, found[entry.item_id][0], **asdict(entry), id=entry.item_id, source=found[entry.item_id][1])
-        for entry in ranked
-        if entry.item_id in found and entry.item_id not in hidden
-    ]
+    shown = {item.id: item for item in shape_items(session=session, rows=list(rows), secret_key=secret_key) if not item.withheld}
+    return [_similar_read(entry, shown[entry.item_id]) for entry in ranked if entry.item_id in shown]
+
+
+def _similar_read(entry: Similar, item: ShownItem) -> SimilarRead:
+    fields = {"id": item.id, "external_id": item.external_id, "source": item.source, "title": item.title, "occurred_at": item.occurred_at, "status": item.status}
+    return SimilarRead.model_validate(asdict(entry) | fields)

@@ -23,10 +23,11 @@ from schemas.item import ItemDetail, ItemEdit, ItemPage, ItemRead, ItemRevisions
 from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome, ReviewUndone
 from schemas.token import Scope
 from service.core.audit import audit_content_read
-from service.core.auth import CuratePrincipal, ReadPrincipal
+from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc, refusal_problem
-from service.items.reads import dedup_read, item_page, item_read, require_item, withheld
+from service.items.reads import answer_after_write, dedup_read, item_page, require_item, shown_item
+from service.items.shaping import withheld
 
 router = APIRouter(prefix="/v1/items")
 MAX_PAGE = 500
@@ -57,12 +58,12 @@ def list_items(
         limit=limit,
         cursor=cursor,
     )
-    reads = [item_read(item, name) for item, name in page]
+    reads = [shown.read() for shown in page]
     audit_content_read(request, principal, [read.id for read in reads])
     return ItemPage(items=reads, next_cursor=next_cursor)
 
 
-@router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
+@router.get("/{item_id:int}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
 def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding,
     override, none), `score` and `decided_at` of curation's newest decision about it; and
@@ -76,19 +77,17 @@ def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, sessio
 
 def _detail(session: Session, item_id: int, secret_key: str) -> ItemDetail:
     """The item as `GET /v1/items/{id}` shows it (404 when there is none)."""
-    item, source_name = require_item(session, item_id)
-    sealed = item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key)
-    overrides = [] if sealed else overrides_of(session, item_id)
+    item, shown = shown_item(session, item_id, secret_key=secret_key)
     return ItemDetail(
-        **item_read(item, source_name, sealed=sealed).model_dump(),
-        dedup=dedup_read(session, item, sealed=sealed),
-        overrides=overrides,
-        curated_revision=item.curated_revision,
-        source_changed_at=None if sealed else item.source_changed_at,
+        **shown.read().model_dump(),
+        dedup=dedup_read(session, item, sealed=shown.withheld),
+        overrides=[] if shown.withheld else overrides_of(session, item_id),
+        curated_revision=shown.curated_revision,
+        source_changed_at=shown.source_changed_at,
     )
 
 
-@router.patch("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])
+@router.patch("/{item_id:int}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])
 def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """Edit an item's `title`, `input`, `reference` or `tags` (those left out stay as they are),
     with a `note` saying why: a new revision by the token's owner, kept with the content before it
@@ -117,7 +116,7 @@ def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: R
     return detail
 
 
-@router.get("/{item_id}/revisions", response_model=ItemRevisions, responses=problem_doc(401, 403, 404), tags=["items"])
+@router.get("/{item_id:int}/revisions", response_model=ItemRevisions, responses=problem_doc(401, 403, 404), tags=["items"])
 def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemRevisions:
     """Every revision of an item, oldest first: `revision`, `kind` (`source`: a changed record;
     `curator`: an edit; `source_held`: a change the source proposed to an edited item, which kept
@@ -133,15 +132,16 @@ def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, sessi
     return answer
 
 
-def _decide(session: WriteSessionDep, item_id: int, decision: Decision, reason: str, actor: str) -> ItemRead:
+def _decide(request: Request, principal: Principal, session: Session, secret_key: str, item_id: int, decision: Decision, reason: str) -> ItemRead:
+    """Apply a review decision and answer the item as it is now, shaped for the reader: an item in
+    (or bound for) a sealed slice comes without its content, as `GET` shows it."""
     try:
-        decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=actor)
+        decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=principal.actor)
     except ReviewRefused as exc:
         session.rollback()
         raise refusal_problem(exc) from exc
     session.commit()
-    item, source = require_item(session, item_id)
-    return item_read(item, source)
+    return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 
 @router.post("/review", response_model=ReviewOutcome, responses=problem_doc(401, 403, 422), tags=["review"])
@@ -153,19 +153,21 @@ def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionD
     return outcome
 
 
-@router.post("/{item_id}/approve", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409), tags=["review"])
-def approve(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep, data: ApproveBody | None = None) -> ItemRead:
-    """Approve a unique item for the evals that take its source (409 unless it is unique)."""
-    return _decide(session, item_id, Decision.APPROVE, data.reason if data else "", principal.actor)
+@router.post("/{item_id:int}/approve", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409), tags=["review"])
+def approve(item_id: IdPath, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep, data: ApproveBody | None = None) -> ItemRead:
+    """Approve a unique item for the evals that take its source (409 unless it is unique). The
+    answer is the item as `GET /v1/items/{id}` shows it: without content when it is sealed."""
+    return _decide(request, principal, session, secret_key, item_id, Decision.APPROVE, data.reason if data else "")
 
 
-@router.post("/{item_id}/reject", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422), tags=["review"])
-def reject(item_id: IdPath, data: RejectBody, principal: CuratePrincipal, session: WriteSessionDep) -> ItemRead:
-    """Reject a unique item, with the reason (409 unless it is unique); it never enters an eval."""
-    return _decide(session, item_id, Decision.REJECT, data.reason, principal.actor)
+@router.post("/{item_id:int}/reject", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422), tags=["review"])
+def reject(item_id: IdPath, data: RejectBody, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
+    """Reject a unique item, with the reason (409 unless it is unique); it never enters an eval.
+    The answer is the item as `GET /v1/items/{id}` shows it: without content when it is sealed."""
+    return _decide(request, principal, session, secret_key, item_id, Decision.REJECT, data.reason)
 
 
-@router.post("/{item_id}/undo-review", response_model=ReviewUndone, responses=problem_doc(401, 403, 404, 409), tags=["review"])
+@router.post("/{item_id:int}/undo-review", response_model=ReviewUndone, responses=problem_doc(401, 403, 404, 409), tags=["review"])
 def undo(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewUndone:
     """Undo the newest approval or rejection of an item, taken by this token's owner: the item is
     `unique` again and back in the review queue, and `item.review_undone` is audited with what was

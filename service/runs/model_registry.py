@@ -37,7 +37,8 @@ def require_serving_endpoint(*, session: Session, model: str, endpoint: str) -> 
     found_model = require_model(session=session, name=model)
     found_endpoint = require_endpoint(session=session, name=endpoint)
     if found_endpoint.model_id != found_model.id:
-        raise ProblemError(422, "Invalid request", f"endpoint {found_endpoint.name!r} does not serve model {found_model.name!r}; register an endpoint for it")
+        detail = f"endpoint {found_endpoint.name!r} does not serve model {found_model.name!r}; register an endpoint for it"
+        raise ProblemError(422, "Invalid request", detail, reason="endpoint_model_mismatch")
     return found_model, found_endpoint
 
 

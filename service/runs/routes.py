@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from sqlmodel import Session
 
 from curation.runs.exposure import eval_exposure, item_exposures
@@ -20,7 +20,7 @@ from schemas.release import Release
 from schemas.runs import EvalExposure, ItemExposures, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItemPage, RunRead, RunStarted, RunSummary
 from schemas.token import Scope
 from service.core.audit import record_read
-from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authenticate, authorize_split
+from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authenticate, authorize_split, require_any
 from service.core.cursors import decode_id_cursor, encode_cursor
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
@@ -39,9 +39,11 @@ from service.runs.model_registry import (
     update_endpoint,
     update_model,
 )
-from service.runs.runs import list_runs, post_results, require_run, require_sealed_rereading, results, run_items, run_summary, start_run
+from service.runs.runs import list_runs, post_results, require_run, require_run_owner, require_sealed_rereading, results, run_items, run_summary, start_run
 
 run_router = APIRouter(tags=["runs"])
+# Which of the two a run needs depends on its split, read from the body or the run; neither opens nothing.
+READ_OR_SEALED = require_any(Scope.READ, Scope.SEALED)
 registry_router = APIRouter(tags=["registry"])
 MAX_PAGE = 1000
 CURSOR_KIND = "run-items"
@@ -61,7 +63,13 @@ def _canary(session: Session, run: Run) -> str:
     return release.canary
 
 
-@run_router.post("/v1/evals/{name}/runs", status_code=201, response_model=RunStarted, responses=problem_doc(401, 403, 404, 422))
+@run_router.post(
+    "/v1/evals/{name}/runs",
+    status_code=201,
+    response_model=RunStarted,
+    responses=problem_doc(401, 403, 404, 409, 422, 503),
+    dependencies=[Depends(READ_OR_SEALED)],
+)
 def start(
     name: str,
     data: RunCreate,
@@ -83,6 +91,7 @@ def start(
         scopes=principal.scopes,
         terms_max_age_days=settings.terms_max_age_days,
         idempotency_key=idempotency_key,
+        token_id=principal.token_id,
     )
 
 
@@ -99,7 +108,7 @@ def exposure_of_eval(name: str, _: ReadPrincipal, session: SessionDep) -> EvalEx
     return eval_exposure(session=session, evaluation=require_eval(session=session, name=name))
 
 
-@run_router.get("/v1/items/{item_id}/exposures", response_model=ItemExposures, responses=problem_doc(401, 403, 404))
+@run_router.get("/v1/items/{item_id:int}/exposures", response_model=ItemExposures, responses=problem_doc(401, 403, 404))
 def exposures_of_item(item_id: IdPath, _: ReadPrincipal, session: SessionDep) -> ItemExposures:
     """Every run that sent the item to an endpoint, oldest first, and whether it is marked exposed."""
     item, _source = require_item(session, item_id)
@@ -113,7 +122,7 @@ def summary(run_id: IdPath, _: ReadPrincipal, session: SessionDep) -> RunSummary
     return run_summary(session=session, run=require_run(session=session, run_id=run_id))
 
 
-@run_router.get("/v1/runs/{run_id}/items", response_model=RunItemPage, responses=problem_doc(401, 403, 404, 422))
+@run_router.get("/v1/runs/{run_id}/items", response_model=RunItemPage, responses=problem_doc(401, 403, 404, 422), dependencies=[Depends(READ_OR_SEALED)])
 def items(
     run_id: IdPath,
     request: Request,
@@ -124,13 +133,13 @@ def items(
     cursor: str | None = None,
 ) -> RunItemPage:
     """One page of the run's items, in the order they were served. A sealed run's items need the
-    `sealed` scope, and only the token that started the run may page through them again, for
+    `sealed` scope, and only the token that started the run (by id, not name) may page through them again, for
     `GOLDENSET_SEALED_RUN_READ_HOURS` after it started: the run took one unit of the sealed
     budget, which buys one reading, not a standing copy. Each read is audited."""
     run = require_run(session=session, run_id=run_id)
     principal = authorize_split(request, Split(run.split), run=True)
     if run.split == Split.SEALED.value:
-        require_sealed_rereading(run=run, actor=principal.actor, window_hours=settings.sealed_run_read_hours)
+        require_sealed_rereading(run=run, token_id=principal.token_id, window_hours=settings.sealed_run_read_hours)
     after_id = decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key) if cursor else None
     page, last = run_items(session=session, run=run, after_id=after_id, limit=limit)
     sealed = run.split == Split.SEALED.value
@@ -152,11 +161,10 @@ def add_results(run_id: IdPath, data: ResultsPost, principal: ReadPrincipal, ses
     """Store per-item scores in [0, 1] (and optionally the human success rate) for items of the
     run: all or nothing. 422 names items not in the run; 409 names items already scored
     differently (the same score again is accepted, so a retried request is harmless). Only the
-    token that started the run, or an admin, may post."""
+    token that started the run (by id, not name), or an admin, may post."""
     run = require_run(session=session, run_id=run_id)
-    if principal.actor != run.actor and Scope.ADMIN.value not in principal.scopes:
-        raise ProblemError(403, "Forbidden", f"run {run_id} was started by {run.actor}; only that token or an admin may post its results")
-    return post_results(session=session, run=run, data=data, actor=principal.actor)
+    require_run_owner(run=run, token_id=principal.token_id, admin=Scope.ADMIN.value in principal.scopes)
+    return post_results(session=session, run=run, data=data, actor=principal.actor, token_id=principal.token_id)
 
 
 @run_router.get("/v1/runs/{run_id}/results", response_model=list[ResultRead], responses=problem_doc(401, 403, 404))
@@ -171,7 +179,7 @@ def models(_: ReadPrincipal, session: SessionDep) -> list[ModelRead]:
     return [model_read(model) for model in list_models(session=session)]
 
 
-@registry_router.post("/v1/models", status_code=201, response_model=ModelRead, responses=problem_doc(401, 403, 409, 422))
+@registry_router.post("/v1/models", status_code=201, response_model=ModelRead, responses=problem_doc(401, 403, 409, 422, 503))
 def add_model(data: ModelCreate, principal: AdminPrincipal, session: WriteSessionDep) -> ModelRead:
     """Register a model: its name, provider, training cutoff and release dates, notes."""
     return model_read(create_model(session=session, data=data, actor=principal.actor))
@@ -196,7 +204,7 @@ def endpoints(_: ReadPrincipal, session: SessionDep, settings: SettingsDep, mode
     return [endpoint_read(session, endpoint, terms_max_age_days=settings.terms_max_age_days) for endpoint in list_endpoints(session=session, model=model)]
 
 
-@registry_router.post("/v1/endpoints", status_code=201, response_model=EndpointRead, responses=problem_doc(401, 403, 404, 409, 422))
+@registry_router.post("/v1/endpoints", status_code=201, response_model=EndpointRead, responses=problem_doc(401, 403, 404, 409, 422, 503))
 def add_endpoint(data: EndpointCreate, principal: AdminPrincipal, session: WriteSessionDep, settings: SettingsDep) -> EndpointRead:
     """Register an endpoint of a registered model with its terms: trains on inputs (yes, no,
     unknown; unknown exposes every item sent there), retention days, terms URL, when checked."""

@@ -60,10 +60,12 @@ def require_run(*, session: Session, run_id: int) -> Run:
     return run
 
 
-def require_sealed_rereading(*, run: Run, actor: str, window_hours: int, now: datetime | None = None) -> None:
-    """Refuse (403) a reading of a sealed run's items by anyone but the token that started it, or
-    later than `window_hours` after it started."""
-    if actor != run.actor:
+def require_sealed_rereading(*, run: Run, token_id: int, window_hours: int, now: datetime | None = None) -> None:
+    """Refuse (403) a reading of a sealed run's items by any token but the one that started it
+    (compared by id: a name is only a label, and another token may carry the same one), or later
+    than `window_hours` after it started. A run that records no token id (started from the command
+    line, or before ids were recorded) is re-read by no token."""
+    if run.token_id is None or run.token_id != token_id:
         raise ProblemError(403, "Forbidden", f"the items of sealed run {run.id} are for the token that started it ({run.actor}); start a sealed run of your own")
     if (now or utcnow()) - run.created_at > timedelta(hours=window_hours):
         raise ProblemError(
@@ -71,6 +73,14 @@ def require_sealed_rereading(*, run: Run, actor: str, window_hours: int, now: da
             "Forbidden",
             f"sealed run {run.id} started more than {window_hours} h ago: its items were for that run's reading; start a new sealed run (it takes one unit of the budget)",
         )
+
+
+def require_run_owner(*, run: Run, token_id: int, admin: bool) -> None:
+    """Refuse (403) results for a run from any token but the one that started it (by id) or an
+    admin. A run that records no token id takes results from an admin only."""
+    if admin or (run.token_id is not None and run.token_id == token_id):
+        return
+    raise ProblemError(403, "Forbidden", f"run {run.id} was started by another token ({run.actor}); only that token or an admin may post its results")
 
 
 def run_items(*, session: Session, run: Run, after_id: int | None = None, limit: int | None = None) -> tuple[list[RunItemRead], int | None]:
@@ -106,46 +116,69 @@ def _started(session: Session, run: Run, endpoint: Endpoint) -> RunStarted:
     return RunStarted(**run_read(session, run).model_dump(), warning=warning, items=items)
 
 
-def _existing(session: Session, actor: str, key: str | None) -> Run | None:
+def _existing(session: Session, actor: str, token_id: int | None, key: str | None) -> Run | None:
+    """The run `key` started under this actor's name; 409 when another token of that name (an
+    earlier one, since revoked or expired) started it: a key never finds another token's run."""
     if key is None:
         return None
-    return session.exec(select(Run).where(Run.actor == actor, Run.idempotency_key == key)).first()
+    found = session.exec(select(Run).where(Run.actor == actor, Run.idempotency_key == key)).first()
+    if found is not None and found.token_id != token_id:
+        raise ProblemError(409, "Conflict", f"Idempotency-Key {key!r} was used by another token named {actor.removeprefix('token:')!r}; use a new key")
+    return found
 
 
-def start_run(*, engine: Engine, eval_name: str, data: RunCreate, actor: str, scopes: frozenset[str], terms_max_age_days: int, idempotency_key: str | None = None) -> RunStarted:
-    """Start a run and return it with its items. A repeated `idempotency_key` (per actor) returns
-    the run it started, unchanged and without charging the budget again. Raises ProblemError:
-    404 (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date),
-    403 (sealed run refused; `condition` names the failing gate condition)."""
+def start_run(
+    *,
+    engine: Engine,
+    eval_name: str,
+    data: RunCreate,
+    actor: str,
+    scopes: frozenset[str],
+    terms_max_age_days: int,
+    idempotency_key: str | None = None,
+    token_id: int | None = None,
+) -> RunStarted:
+    """Start a run for the token `token_id` (None: the command line) and return it with its items.
+    A repeated `idempotency_key` of the same token returns the run it started, unchanged and
+    without charging the budget again; another token's key never finds it (409, before any budget
+    is charged, when another token of the same name used that key). Raises ProblemError: 404
+    (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date), 403
+    (sealed run refused; `condition` names the failing gate condition)."""
     split = Split(data.split)
     with write_session(engine) as session:
         evaluation = require_eval(session=session, name=eval_name)
         release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
         model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
-        if (found := _existing(session, actor, idempotency_key)) is not None:
+        if (found := _existing(session, actor, token_id, idempotency_key)) is not None:
             if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, split.value):
-                raise ProblemError(422, "Invalid request", f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key")
+                detail = f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key"
+                raise ProblemError(422, "Invalid request", detail, reason="idempotency_conflict")
             return _started(session, found, endpoint)
         rows = release_rows(session=session, release=release, split=split, occurred_after=data.occurred_after)
         if split is Split.SEALED:
-            _pass_gate(session, evaluation, release, endpoint, actor, scopes, terms_max_age_days, len(rows))
+            _pass_gate(session, evaluation, release, endpoint, actor, token_id, scopes, terms_max_age_days, len(rows))
     with write_session(engine) as session:
         try:
             run = record_run(
                 session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=split, items=rows,
-                actor=actor, occurred_after=data.occurred_after, idempotency_key=idempotency_key,
+                actor=actor, token_id=token_id, occurred_after=data.occurred_after, idempotency_key=idempotency_key,
             )  # fmt: skip
             session.commit()
         except IntegrityError:
             session.rollback()  # the same key raced in: that run stands
-            found = _existing(session, actor, idempotency_key)
+            found = _existing(session, actor, token_id, idempotency_key)
             if found is None:
-                raise
+                # The key is taken under this name by another token (an earlier one, since revoked).
+                raise ProblemError(
+                    409, "Conflict", f"Idempotency-Key {idempotency_key!r} was used by an earlier token named {actor.removeprefix('token:')!r}; use a new key"
+                ) from None
             return _started(session, found, endpoint)
         return _started(session, run, endpoint)
 
 
-def _pass_gate(session: Session, evaluation: Eval, release: Release, endpoint: Endpoint, actor: str, scopes: frozenset[str], max_age: int, count: int) -> None:
+def _pass_gate(
+    session: Session, evaluation: Eval, release: Release, endpoint: Endpoint, actor: str, token_id: int | None, scopes: frozenset[str], max_age: int, count: int
+) -> None:
     decision = judge_sealed_run(
         SealedRunRequest(
             has_sealed_scope="sealed" in scopes,
@@ -160,7 +193,7 @@ def _pass_gate(session: Session, evaluation: Eval, release: Release, endpoint: E
     )
     if decision.allowed:
         try:
-            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=actor, item_count=count, purpose="run")
+            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=actor, token_id=token_id, item_count=count, purpose="run")
             return
         except SealedBudgetExceeded as exc:
             raise ProblemError(403, "Sealed run refused", str(exc), condition="sealed_budget") from exc
@@ -171,18 +204,19 @@ def _pass_gate(session: Session, evaluation: Eval, release: Release, endpoint: E
     raise ProblemError(403, "Sealed run refused", decision.detail, condition=decision.condition.value)
 
 
-def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str) -> ResultsAccepted:
-    """Store per-item scores of the run, all or nothing. Raises ProblemError 422 naming item ids
+def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str, token_id: int | None = None) -> ResultsAccepted:
+    """Store per-item scores of the run, all or nothing, recording the token `token_id` that
+    posted them (the caller checked it may: `require_run_owner`). Raises ProblemError 422 naming item ids
     not in the run or given twice, 409 naming items already scored differently. Commits."""
     assert run.id is not None
     wanted = [entry.item_id for entry in data.results]
     twice = sorted(item_id for item_id, times in Counter(wanted).items() if times > 1)
     if twice:
-        raise ProblemError(422, "Invalid request", f"items given more than once: {_named(twice)}", item_ids=twice)
+        raise ProblemError(422, "Invalid request", f"items given more than once: {_named(twice)}", item_ids=twice, reason="repeated_items")
     in_run = set(session.exec(select(RunItem.item_id).where(RunItem.run_id == run.id, col(RunItem.item_id).in_(wanted))).all())
     unknown = sorted(set(wanted) - in_run)
     if unknown:
-        raise ProblemError(422, "Invalid request", f"items not in run {run.id}: {_named(unknown)}; score only the items the run served", item_ids=unknown)
+        raise ProblemError(422, "Invalid request", f"items not in run {run.id}: {_named(unknown)}; score only the items the run served", item_ids=unknown, reason="not_in_run")
     stored = {result.item_id: result for result in session.exec(select(Result).where(Result.run_id == run.id, col(Result.item_id).in_(wanted))).all()}
     before = {item_id: (result.score, result.human_success) for item_id, result in stored.items()}
     changed = sorted(entry.item_id for entry in data.results if entry.item_id in before and before[entry.item_id] != (entry.score, entry.human_success))
@@ -190,7 +224,7 @@ def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str) -
         detail = f"items already scored differently in run {run.id}: {_named(changed)}; a score is final: start a new run to score again"
         raise ProblemError(409, "Conflict", detail, item_ids=changed)
     fresh = [entry for entry in data.results if entry.item_id not in stored]
-    session.add_all(Result(run_id=run.id, item_id=entry.item_id, score=entry.score, human_success=entry.human_success, actor=actor) for entry in fresh)
+    session.add_all(Result(run_id=run.id, item_id=entry.item_id, score=entry.score, human_success=entry.human_success, actor=actor, token_id=token_id) for entry in fresh)
     if fresh:
         details = {"item_ids": sorted(entry.item_id for entry in fresh)}
         session.add(AuditEvent(actor=actor, action="run.results", object_type="run", object_id=str(run.id), count=len(fresh), details=details))

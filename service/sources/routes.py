@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Depends, Header, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
+from starlette.datastructures import Headers
 
 from ingest.connectors.base import ConfigError, ConnectorError
 from ingest.connectors.registry import UnknownConnector
 from ingest.mapping import Mapping, MappingError
 from ingest.readers import DocumentError, RawRecord, iter_jsonl, iter_parsed_array
-from ingest.sanity import loads
+from ingest.sanity import Unreadable, loads
 from schemas.common import utcnow
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceCreated, SourceRead, SourceUpdate
+from service.core.admission import before_body, public
 from service.core.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
 from service.core.db import write_session
-from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep
+from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep, WriteSessionDep
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError, problem_doc, problem_response
 from service.core.settings import Settings
@@ -39,17 +42,28 @@ from service.sources.definitions import (
 )
 from service.sources.ingestion import ingest_records
 from service.sources.pulls import PullRefused, pull_running, pull_source, source_status
-from service.sources.webhooks import SIGNATURE_HEADER, SignatureError, authenticate, claim_delivery, delivery_digest, forget_delivery
+from service.sources.webhooks import (
+    MAX_HEADER_LENGTH,
+    SIGNATURE_HEADER,
+    SignatureError,
+    authenticate,
+    claim_delivery,
+    delivery_digest,
+    forget_delivery,
+    parse_header,
+)
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 _RECORD = {"type": "object", "description": "One record, shaped as the source's mapping expects."}
+_JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
+_LINES = {"schema": {"type": "string", "description": "One JSON record a line."}}
 # The batch routes read their raw body (so that a bad record costs only itself); the document says what it holds.
 BATCH_BODY = {
     "requestBody": {
         "required": True,
         "content": {
             "application/json": {"schema": {"type": "array", "items": _RECORD}},
-            "application/x-ndjson": {"schema": {"type": "string", "description": "One JSON record a line."}},
+            **{media_type: _LINES for media_type in _JSONL_TYPES},
         },
     }
 }
@@ -61,7 +75,6 @@ WEBHOOK_BODY = {
     }
 }
 logger = logging.getLogger("goldenset.api.sources")
-_JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
 
 
 @router.get("", response_model=list[SourceRead], responses=problem_doc(401, 403))
@@ -70,17 +83,18 @@ def get_sources(_: ReadPrincipal, session: SessionDep) -> list[SourceRead]:
     return list_sources(session=session)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceCreated, responses=problem_doc(401, 403, 409, 422))
-def post_source(data: SourceCreate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> SourceCreated:
-    """Create a source; the response carries its webhook secret, shown this once only."""
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceCreated, responses=problem_doc(401, 403, 409, 422, 503))
+def post_source(data: SourceCreate, principal: AdminPrincipal, session: WriteSessionDep, settings: SettingsDep) -> SourceCreated:
+    """Create a source; the response carries its webhook secret, shown this once only. 409 when
+    the name is taken (by a request racing this one too)."""
     try:
         source, secret = create_source(session=session, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
     except FileExistsError as exc:
         raise ProblemError(409, "Conflict", str(exc)) from exc
     except MappingError as exc:
-        raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+        raise ProblemError(422, "Invalid mapping", str(exc), reason="invalid_mapping") from exc
     except (ConfigError, UnknownConnector) as exc:
-        raise ProblemError(422, "Invalid connector", str(exc)) from exc
+        raise ProblemError(422, "Invalid connector", str(exc), reason="invalid_connector") from exc
     return SourceCreated.model_validate(read_source(session=session, source=source), update={"webhook_secret": secret})
 
 
@@ -98,9 +112,9 @@ def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, sessi
     try:
         update_source(session=session, source=source, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)
     except MappingError as exc:
-        raise ProblemError(422, "Invalid mapping", str(exc)) from exc
+        raise ProblemError(422, "Invalid mapping", str(exc), reason="invalid_mapping") from exc
     except ConfigError as exc:
-        raise ProblemError(422, "Invalid connector", str(exc)) from exc
+        raise ProblemError(422, "Invalid connector", str(exc), reason="invalid_connector") from exc
     return read_source(session=session, source=source)
 
 
@@ -164,10 +178,11 @@ def _decode(body: bytes) -> str:
 
 
 def _parse_json(body: bytes) -> Any:
-    """The body as JSON; one value nested too deeply or an unreadably long integer costs only the
-    record holding it (see `ingest.sanity.loads`)."""
+    """The body as JSON (after a UTF-8 byte order mark, if any); one value nested too deeply, an
+    unreadably long integer or an object with a repeated key costs only the record holding it (see
+    `ingest.sanity.loads`)."""
     try:
-        return loads(_decode(body))
+        return loads(_decode(body.removeprefix(codecs.BOM_UTF8)))
     except json.JSONDecodeError as exc:
         raise ProblemError(400, "Bad Request", f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
@@ -210,10 +225,10 @@ def _summary_response(summary: IngestSummary) -> JSONResponse:
 async def push_items(name: str, request: Request, body: BodyDep, principal: IngestPrincipal, metrics: MetricsDep) -> JSONResponse:
     """Push a batch: a JSON array of records (or JSON Lines), mapped through the source's mapping.
 
-    Good records are stored even when others are rejected; the 422 answer names each bad one."""
+    Good records are stored even when others are rejected; the 422 answer names each bad one (a
+    JSON Lines line that is not UTF-8 or not JSON is one bad record, named by its line)."""
     if request.headers.get("content-type", "").split(";")[0].strip().lower() in _JSONL_TYPES:
-        _decode(body)
-        records = list(iter_jsonl(body))
+        records = list(iter_jsonl(body.removeprefix(codecs.BOM_UTF8)))
     else:
         document = _parse_json(body)
         if not isinstance(document, list):
@@ -244,6 +259,8 @@ def _forget(engine: Engine, source_id: int, digest: str) -> None:
 
 def _webhook_records(body: bytes, records_path: str | None) -> list[RawRecord]:
     document = _parse_json(body)
+    if isinstance(document, Unreadable):
+        raise ProblemError(422, "Invalid request", f"the body {document.detail}")
     try:
         if isinstance(document, list) or (isinstance(document, dict) and records_path):
             return list(iter_parsed_array(document, records_path if isinstance(document, dict) else None))
@@ -254,14 +271,40 @@ def _webhook_records(body: bytes, records_path: str | None) -> list[RawRecord]:
     raise ProblemError(400, "Bad Request", f"expected a JSON object or array, got a JSON {type(document).__name__}")
 
 
-@router.post("/{name}/webhook", response_model=IngestSummary, responses=problem_doc(400, 401, 409, 413, 422), openapi_extra=WEBHOOK_BODY)
-async def webhook(name: str, request: Request, body: BodyDep, session: SessionDep, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
+def _signature(
+    goldenset_signature: Annotated[
+        str, Header(alias=SIGNATURE_HEADER, max_length=MAX_HEADER_LENGTH, description="`t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.' + body>`; several `v1=` while rotating.")
+    ],
+) -> str:
+    return goldenset_signature
+
+
+def _well_formed_signature(headers: Headers) -> None:
+    """Refuse (401) a webhook whose signature header is missing or malformed before its body is read."""
+    try:
+        parse_header(headers.get(SIGNATURE_HEADER))
+    except SignatureError as exc:
+        raise ProblemError(401, "Unauthorized", str(exc)) from exc
+
+
+before_body(_signature, _well_formed_signature)
+SignatureDep = Annotated[str, Depends(_signature)]
+
+
+@router.post(
+    "/{name}/webhook",
+    response_model=IngestSummary,
+    responses=problem_doc(400, 401, 409, 413, 422),
+    openapi_extra=WEBHOOK_BODY,
+    dependencies=[Depends(public())],
+)
+async def webhook(name: str, request: Request, signature: SignatureDep, body: BodyDep, session: SessionDep, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
     """Receive a signed webhook (no bearer token: the HMAC-SHA256 signature in `Goldenset-Signature`
     authenticates it). A record, an array of records, or an object holding them at the mapping's `records` path.
 
     An unknown source gets the same 401 as a wrong signature. A delivery accepted once (the same
     timestamp and body) is refused with 409 while its signature is fresh."""
-    source, timestamp = await run_in_threadpool(_authenticate, session, name, body, request.headers.get(SIGNATURE_HEADER), settings)
+    source, timestamp = await run_in_threadpool(_authenticate, session, name, body, signature, settings)
     assert source.id is not None
     engine: Engine = request.app.state.engine
     digest = delivery_digest(body, timestamp)

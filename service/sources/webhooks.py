@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 from datetime import UTC, datetime, timedelta
 
@@ -23,6 +24,12 @@ from schemas.source import Source, WebhookDelivery
 from service.sources.definitions import get_source, webhook_secret
 
 SIGNATURE_HEADER = "Goldenset-Signature"
+MAX_HEADER_LENGTH = 1024
+"""The longest signature header read: a timestamp and eight signatures fit in 600 characters."""
+MAX_PARTS = 16
+SHAPE = f"the {SIGNATURE_HEADER} header must look like 't=<unix seconds>,v1=<64 hex digits>' (at most {MAX_HEADER_LENGTH} characters)"
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 MISMATCH = "the signature does not match the body and the source's secret"
 # Checked instead of a real secret when the source is unknown or has none, so that the answer is
 # the same as for a wrong signature and source names cannot be probed.
@@ -40,21 +47,36 @@ def sign(body: bytes, *, secret: str, timestamp: int) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def verify(body: bytes, header: str | None, *, secret: str, now: float, tolerance_seconds: int) -> int:
-    """The signature's timestamp if `header` is a valid, fresh signature of `body`; raise
-    `SignatureError` otherwise."""
+def parse_header(header: str | None) -> tuple[int, list[str]]:
+    """The timestamp and the `v1` signatures of a signature header; raise `SignatureError` when it
+    is missing or malformed. Only its shape is judged (a few characters of work, whatever was
+    sent), so a request can be refused before its body is read; entries other than `t` and `v1`
+    are ignored, so a sender may add new schemes."""
     if not header:
         raise SignatureError(f"the {SIGNATURE_HEADER} header is missing")
+    if len(header) > MAX_HEADER_LENGTH or header.count(",") >= MAX_PARTS:
+        raise SignatureError(SHAPE)
     timestamp: int | None = None
     signatures: list[str] = []
     for part in header.split(","):
         key, _, value = part.strip().partition("=")
-        if key == "t" and value.isdigit():
+        if key == "t":
+            if timestamp is not None or _TIMESTAMP.fullmatch(value) is None:
+                raise SignatureError(SHAPE)
             timestamp = int(value)
-        elif key == "v1" and value:
+        elif key == "v1":
+            if _DIGEST.fullmatch(value) is None:
+                raise SignatureError(SHAPE)
             signatures.append(value)
     if timestamp is None or not signatures:
-        raise SignatureError(f"the {SIGNATURE_HEADER} header must look like 't=<unix seconds>,v1=<hex hmac-sha256>'")
+        raise SignatureError(SHAPE)
+    return timestamp, signatures
+
+
+def verify(body: bytes, header: str | None, *, secret: str, now: float, tolerance_seconds: int) -> int:
+    """The signature's timestamp if `header` is a valid, fresh signature of `body`; raise
+    `SignatureError` otherwise (`parse_header` for its shape)."""
+    timestamp, signatures = parse_header(header)
     if abs(now - timestamp) > tolerance_seconds:
         raise SignatureError(f"the signature timestamp is more than {tolerance_seconds} s away from the server's clock")
     expected = sign(body, secret=secret, timestamp=timestamp).split("v1=", 1)[1]

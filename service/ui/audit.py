@@ -23,7 +23,7 @@ from schemas.audit import AuditEventRead
 from schemas.token import Scope
 from service.core.audit import list_events
 from service.core.problems import ProblemError
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from service.ui.pages import need, page, secret_key, ui_router
 
 router = ui_router()

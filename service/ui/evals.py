@@ -32,7 +32,7 @@ from service.core.auth import Principal
 from service.core.db import write_session
 from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
-from service.evals.definitions import get_eval, latest_release_number, list_evals, update_eval
+from service.evals.definitions import get_eval, latest_release_number, list_evals, seal_keys, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.release_diff import LISTED, dev_items, diff_releases
@@ -238,7 +238,11 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
     with Session(request.app.state.engine) as session:
         evaluation = _eval(session, name)
         release = _release(session, evaluation, ref)
-        report = verify_release(session=session, evaluation=evaluation, release=release)
+        try:
+            digest_key: bytes | None = seal_keys(secret_key=key)(evaluation)
+        except ValueError:
+            digest_key = None  # unreadable under this secret key: keyed sealed digests go unchecked, the roots still are
+        report = verify_release(session=session, evaluation=evaluation, release=release, seal_key=digest_key)
         sealed_entries = [entry for entry in manifest(session=session, evaluation=evaluation, release=release).items if entry.split == Split.SEALED.value]
         findings = report.mismatches
         if not _sees_sealed(who):

@@ -40,8 +40,8 @@ from service.core.auth import Principal
 from service.core.cursors import decode_time_id_cursor, encode_cursor
 from service.core.db import write_session
 from service.core.problems import ProblemError
-from service.evals.sealed_review import sealed_view_covers
-from service.items.reads import withheld
+from service.evals.sealed_review import revealed_evals, sealed_view_covers
+from service.items.shaping import ShownItem, shape_item, shape_items, withheld
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.worddiff import inline_diff
 
@@ -67,8 +67,11 @@ def _item(session: Session, item_id: int) -> tuple[Item, str]:
     return row[0], row[1]
 
 
-def _is_sealed(session: Session, request: Request, item_id: int) -> bool:
-    return item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key(request))
+def _shown(session: Session, request: Request, who: Principal, item: Item, source: str) -> ShownItem:
+    """The item as `who` may see it: a sealed-bound item in full only with the `sealed` scope and
+    an open sealed review window on every eval that seals it (`service.items.shaping`)."""
+    revealed = revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
+    return shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=revealed)
 
 
 def _next_path(value: str | None) -> str | None:
@@ -109,7 +112,7 @@ def _audit(request: Request, who: Principal, item_id: int, *, sealed: bool, show
 
 def _visible_page(
     session: Session, *, secret_key: str, source: str | None, status: str | None, text: str | None, cursor: str | None, limit: int = PAGE_SIZE
-) -> tuple[list[tuple[Item, str]], str | None]:
+) -> tuple[list[ShownItem], str | None]:
     """A page of items newest incident first, never a sealed-bound one; the page is filled past
     them, so neither its size nor its cursor says whether any matched."""
     query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id))
@@ -120,7 +123,7 @@ def _visible_page(
     if text:
         query = query.where(or_(*(col(field).icontains(text, autoescape=True) for field in (Item.title, Item.input, Item.external_id))))
     position = decode_time_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key) if cursor else None
-    shown: list[tuple[Item, str]] = []
+    shown: list[ShownItem] = []
     batch_size = max(4 * limit, 200)
     while len(shown) <= limit:
         batch_query = query
@@ -128,14 +131,13 @@ def _visible_page(
             at, last_id = position
             batch_query = query.where(or_(col(Item.occurred_at) < at, and_(col(Item.occurred_at) == at, col(Item.id) < last_id)))
         batch = list(session.exec(batch_query.order_by(col(Item.occurred_at).desc(), col(Item.id).desc()).limit(batch_size)).all())
-        hidden = withheld(session=session, item_ids=[item.id for item, _ in batch if item.id is not None], secret_key=secret_key)
-        shown.extend((item, name) for item, name in batch if item.id not in hidden)
+        shown.extend(item for item in shape_items(session=session, rows=batch, secret_key=secret_key) if not item.withheld)
         if len(batch) < batch_size:
             break
         position = (batch[-1][0].occurred_at, batch[-1][0].id or 0)
     rows = shown[:limit]
-    last = rows[-1][0] if len(shown) > limit else None
-    next_cursor = encode_cursor(CURSOR_KIND, last.occurred_at.isoformat(), last.id or 0, secret_key=secret_key) if last is not None else None
+    last = rows[-1] if len(shown) > limit else None
+    next_cursor = encode_cursor(CURSOR_KIND, last.occurred_at.isoformat(), last.id, secret_key=secret_key) if last is not None else None
     return rows, next_cursor
 
 
@@ -151,7 +153,7 @@ def item_list(request: Request, source: str = "", status: str = "", text: str = 
         except ProblemError as exc:
             raise UiRefused(422, "Page link out of date", "This page link is not one goldenset made, or it is out of date. Start again from the first page.") from exc
         sources = list(session.exec(select(Source.name).order_by(col(Source.name))).all())
-    audit_content_read(request, who, [item.id for item, _ in rows if item.id is not None])
+    audit_content_read(request, who, [item.id for item in rows])
     filters = {name: value for name, value in (("source", source), ("status", status), ("text", text)) if value}
     context = {
         "rows": rows,
@@ -189,24 +191,22 @@ def _item_context(session: Session, item: Item, *, sealed: bool, shown: bool, se
     }
 
 
-def _sealed_view(session: Session, request: Request, who: Principal, item_id: int, source: str) -> tuple[bool, list[str]]:
-    """Whether `who` may see this sealed-bound item now: the `sealed` scope and an open sealed
-    review window (audited, budgeted) on every eval that seals it; and those evals."""
-    if Scope.SEALED.value not in who.scopes:
-        return False, []
-    return sealed_view_covers(session=session, token_id=who.token_id, item_id=item_id, source=source, secret_key=secret_key(request))
+def _sealers(session: Session, request: Request, item_id: int, source: str) -> list[str]:
+    """The names of the evals that seal the item: where a person opens a sealed view to read it."""
+    return sealed_view_covers(session=session, token_id=None, item_id=item_id, source=source, secret_key=secret_key(request))[1]
 
 
 def _item_page(request: Request, item_id: int, *, error: str = "", status: int = 200, typed: dict[str, str] | None = None) -> HTMLResponse:
     who = need(request, Scope.READ, "Reading an item")
     with Session(request.app.state.engine) as session:
         item, source = _item(session, item_id)
-        sealed = _is_sealed(session, request, item_id)
-        shown, sealers = _sealed_view(session, request, who, item_id, source) if sealed else (True, [])
-        context = _item_context(session, item, sealed=sealed, shown=shown, secret_key=secret_key(request))
-    _audit(request, who, item_id, sealed=sealed, shown=shown)
-    editable = item.status not in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value) and (shown or not sealed)
-    context |= {"item": item, "source": source, "sealed": sealed, "shown": shown or not sealed, "sealers": sealers, "editable": editable, "error": error, "typed": typed or {}}
+        shown = _shown(session, request, who, item, source)
+        sealers = _sealers(session, request, item_id, source) if shown.withheld else []
+        context = _item_context(session, item, sealed=shown.sealed, shown=not shown.withheld, secret_key=secret_key(request))
+    _audit(request, who, item_id, sealed=shown.sealed, shown=not shown.withheld)
+    editable = item.status not in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value) and not shown.withheld
+    context |= {"item": shown, "source": source, "sealed": shown.sealed, "shown": not shown.withheld, "sealers": sealers, "editable": editable}
+    context |= {"error": error, "typed": typed or {}}
     return page(request, "item.html", context, status=status)
 
 
@@ -257,31 +257,32 @@ def duplicate_of(request: Request, item_id: int, other: Short = "", note: Short 
     return _acted(request, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed)
 
 
-def _editor(request: Request, item_id: int) -> tuple[Principal, Item, bool]:
-    """The curator, the item and whether it is sealed-bound; a 403 page for a sealed-bound item without the `sealed` scope."""
+def _editor(request: Request, item_id: int) -> tuple[Principal, ShownItem]:
+    """The curator and the item as they may see it; a 403 page for a sealed-bound item without the
+    `sealed` scope and an open sealed view."""
     who = need(request, Scope.CURATE, "Editing an item")
     with Session(request.app.state.engine) as session:
         item, source = _item(session, item_id)
-        sealed = _is_sealed(session, request, item_id)
-        shown, sealers = _sealed_view(session, request, who, item_id, source) if sealed else (True, [])
-    if not shown:
+        shown = _shown(session, request, who, item, source)
+        sealers = _sealers(session, request, item_id, source) if shown.withheld else []
+    if shown.withheld:
         where = f" (open it in the review queue of {', '.join(sealers)})" if sealers and Scope.SEALED.value in who.scopes else ""
         needs = f"editing it needs 'curate', the 'sealed' scope and an open sealed view{where}"
         raise UiRefused(403, "Not allowed", f"Item {item_id} is in (or bound for) an eval's sealed slice: {needs}.")
-    if item.status in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value):
-        why = "belongs to a public reference corpus" if item.status == ItemStatus.REFERENCE.value else "was retired from its evals, which keep it as released"
+    if shown.status in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value):
+        why = "belongs to a public reference corpus" if shown.status == ItemStatus.REFERENCE.value else "was retired from its evals, which keep it as released"
         raise UiRefused(409, "Cannot edit", f"Item {item_id} {why}.")
-    return who, item, sealed
+    return who, shown
 
 
-def _form(request: Request, item: Item, values: dict[str, str], *, error: str = "", status: int = 200, next_path: str | None = None) -> HTMLResponse:
+def _form(request: Request, item: ShownItem, values: dict[str, str], *, error: str = "", status: int = 200, next_path: str | None = None) -> HTMLResponse:
     return page(request, "item_edit.html", {"item": item, "values": values, "error": error, "next": next_path or ""}, status=status)
 
 
 @router.get("/ui/items/{item_id}/edit")
 def edit_form(request: Request, item_id: int, next: str = "") -> HTMLResponse:
-    who, item, sealed = _editor(request, item_id)
-    _audit(request, who, item_id, sealed=sealed, shown=True)
+    who, item = _editor(request, item_id)
+    _audit(request, who, item_id, sealed=item.sealed, shown=True)
     values = {"title": item.title, "input": item.input, "reference": item.reference, "tags": ", ".join(item.tags), "note": "", "revision": str(item.revision)}
     return _form(request, item, values, next_path=_next_path(next))
 
@@ -315,7 +316,8 @@ def edit(
     revision: Short = "",
     next: Short = "",
 ) -> Response:
-    who, item, sealed = _editor(request, item_id)
+    who, item = _editor(request, item_id)
+    sealed = item.sealed
     next_path = _next_path(next)
     values = {"title": title, "input": _lines(input), "reference": _lines(reference), "tags": tags, "note": note, "revision": str(item.revision)}
 

@@ -26,7 +26,7 @@ from schemas.evals import Eval, EvalItem, RetireReason, Split
 from schemas.item import Item
 from schemas.release import Release, ReleaseItem
 from schemas.source import Source
-from service.items.reads import withheld
+from service.items.shaping import withheld
 
 LISTED = 500
 """Entries listed in one section of a diff, or on one page of a release's dev items; the rest are counted."""

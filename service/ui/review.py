@@ -43,7 +43,7 @@ from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
-from service.items.reads import withheld
+from service.items.shaping import ShownItem, shape_items
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.worddiff import side_by_side
 
@@ -91,7 +91,7 @@ class Place:
 class Neighbour:
     """A nearest earlier item and the two texts side by side, the differing words marked."""
 
-    item: Item
+    item: ShownItem
     source: str
     score: float
     cosine: float
@@ -124,18 +124,14 @@ def _neighbours(request: Request, session: Session, entry: ReviewQueueEntry, sec
         ranked = _ranked(session, deduplicator, item)
     except NotIndexed as exc:
         return [], str(exc)
-    hidden = withheld(session=session, item_ids=[entry.item_id for entry in ranked], secret_key=secret_key)
-    wanted = [similar for similar in ranked if similar.item_id not in hidden][:NEIGHBOURS]
-    found = {other.id: other for other in session.exec(select(Item).where(col(Item.id).in_([similar.item_id for similar in wanted]))).all()}
-    sources = _source_names(session, {other.source_id for other in found.values()})
+    rows = session.exec(select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_([similar.item_id for similar in ranked]))).all()
+    found = {other.id: other for other in shape_items(session=session, rows=list(rows), secret_key=secret_key) if not other.withheld}
     neighbours = []
-    for similar in wanted:
-        other = found.get(similar.item_id)
-        if other is None:
-            continue
-        theirs, ours = side_by_side(other.input, item.input)
-        title_theirs, title_ours = side_by_side(other.title, item.title)
-        neighbours.append(Neighbour(other, sources.get(other.source_id, "?"), similar.score, similar.cosine, theirs, ours, title_theirs, title_ours))
+    for similar in [similar for similar in ranked if similar.item_id in found][:NEIGHBOURS]:
+        other = found[similar.item_id]
+        theirs, ours = side_by_side(other.input, entry.input)
+        title_theirs, title_ours = side_by_side(other.title, entry.title)
+        neighbours.append(Neighbour(other, other.source, similar.score, similar.cosine, theirs, ours, title_theirs, title_ours))
     return neighbours, None if neighbours else "no earlier items are close to this one"
 
 
@@ -179,10 +175,6 @@ def _prepare_next(request: Request, item_ids: list[int]) -> None:
     threading.Thread(target=prepare, name="review-neighbours", daemon=True).start()
 
 
-def _source_names(session: Session, ids: set[int]) -> dict[int, str]:
-    return {source_id: name for source_id, name in session.exec(select(Source.id, Source.name).where(col(Source.id).in_(sorted(ids)))).all() if source_id is not None}
-
-
 def _last_decision(session: Session, actor: str) -> AuditEvent | None:
     """This person's newest review decision, when it is not undone yet (what "Undo" undoes)."""
     newest = session.exec(
@@ -191,10 +183,10 @@ def _last_decision(session: Session, actor: str) -> AuditEvent | None:
     return None if newest is None or newest.action == UNDONE else newest
 
 
-def _links(item: Item) -> list[str]:
-    """The item's web links from its metadata (http and https only)."""
+def _links(metadata: dict[str, Any]) -> list[str]:
+    """An item's web links from its metadata (http and https only)."""
     links = []
-    for value in (item.meta or {}).values():
+    for value in metadata.values():
         if isinstance(value, str) and urlsplit(value).scheme in ("http", "https") and urlsplit(value).netloc:
             links.append(value)
     return links[:5]
@@ -232,10 +224,9 @@ def review_page(
         if current is not None and not current.withheld:
             neighbours, no_neighbours = _neighbours(request, session, current, key)
             _prepare_next(request, [entry.id for entry in queue.entries if entry.position > at and not entry.withheld][:PREPARED])
-            item = session.get(Item, current.id)
-            links = _links(item) if item is not None else []
+            links = _links(current.metadata)
         last = _last_decision(session, who.actor)
-        last_item = session.get(Item, int(last.object_id)) if last is not None and last.object_id and last.object_id.isdigit() else None
+        last_item = int(last.object_id) if last is not None and last.object_id and last.object_id.isdigit() and session.get(Item, int(last.object_id)) is not None else None
     if neighbours:
         shown = [neighbour.item.id for neighbour in neighbours if neighbour.item.id is not None]
         object_id = str(current.id) if current else None
@@ -252,7 +243,7 @@ def _context(
     no_neighbours: str | None,
     links: list[str],
     last: AuditEvent | None,
-    last_item: Item | None,
+    last_item: int | None,
     request: Request,
 ) -> dict[str, Any]:
     name = evaluation.name

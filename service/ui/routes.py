@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Form, Request
+from fastapi import Depends, FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -18,14 +18,18 @@ from sqlmodel import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.audit import AuditEvent
+from service.core.admission import small_body
 from service.core.auth import TokenRefused
 from service.core.db import write_session
+from service.core.metrics import Metrics
 from service.core.problems import ProblemError
 from service.core.sessions import COOKIE, COOKIE_PATH, LOGIN_CSRF_COOKIE, LOGIN_CSRF_SECONDS, csrf_matches, new_login_csrf, sign_in, sign_out
 from service.core.settings import Settings
 from service.ui import audit, evals, evidence, items, overview, registry, review
 from service.ui.pages import STATIC, UiRefused, page, refusal_page, signed, ui_router
 
+SIGN_IN_BODY_BYTES = 8 * 1024
+"""The sign-in form's largest body: a token, the form's CSRF value and the page to return to."""
 PAGES = (review, items, evals, registry, evidence, audit)
 """The page modules, each with a `router` from `service.ui.pages.ui_router`."""
 
@@ -64,7 +68,7 @@ def login_form(request: Request, next: str | None = None, error: str | None = No
     return response
 
 
-@router.post("/ui/login")
+@router.post("/ui/login", dependencies=[Depends(small_body(SIGN_IN_BODY_BYTES))])
 def login(
     request: Request,
     token: Annotated[str, Form(max_length=512)] = "",
@@ -81,8 +85,14 @@ def login(
             cookie, _ = sign_in(session, token=token, secret_key=settings.secret_key.get_secret_value(), hours=settings.ui_session_hours)
         except TokenRefused as exc:
             session.rollback()
-            session.add(AuditEvent(actor="ui", action="ui.sign_in_refused", object_type="ui_session", object_id="", details={"why": str(exc)}))
-            session.commit()
+            # A burst of wrong tokens leaves a trace, not a row each: the rest are counted.
+            metrics: Metrics = request.app.state.metrics
+            address = request.app.state.rate_limits.client_address(request.scope)
+            audited = request.app.state.rate_limits.audits_refused_sign_in(address)
+            metrics.sign_ins_refused.labels(str(audited).lower()).inc()
+            if audited:
+                session.add(AuditEvent(actor="ui", action="ui.sign_in_refused", object_type="ui_session", object_id="", details={"why": str(exc)}))
+                session.commit()
             return login_form(request, next=next, error=str(exc).replace("the bearer token", "This token").capitalize())
         session.commit()
     response = RedirectResponse(_next_page(next), status_code=303)

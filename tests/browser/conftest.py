@@ -36,7 +36,7 @@ from service.core.db import make_engine, write_session
 from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
-from tests.conftest import BACKENDS, REPO_ROOT, TEST_SECRET_KEY, _free_port, new_database
+from tests.conftest import BACKENDS, REPO_ROOT, TEST_RATE_LIMIT, TEST_SECRET_KEY, _free_port, new_database
 from tests.eval_support import ingest_and_curate, kev_records
 
 SCREENSHOTS = REPO_ROOT / "var" / "test-output" / "screenshots"
@@ -115,6 +115,8 @@ def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
         "GOLDENSET_CURATE_AFTER_INGEST": "false",
         "GOLDENSET_LOG_JSON": "false",
         "GOLDENSET_LOG_LEVEL": "WARNING",
+        # Every test of a module signs in to one server from 127.0.0.1.
+        "GOLDENSET_SIGN_IN_RATE_LIMIT": TEST_RATE_LIMIT,
     }
     command = [str(Path(sys.executable).parent / "goldenset"), "serve", "--host", "127.0.0.1", "--port", str(port), "--no-scheduler"]
     process = subprocess.Popen(command, env=environment, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

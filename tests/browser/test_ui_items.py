@@ -19,7 +19,7 @@ from schemas.dedup import DedupDecision, DedupOverride, DedupStage
 from schemas.evals import EvalItem
 from schemas.item import Item, ItemRevision, ItemStatus, RevisionKind
 from service.core.db import write_session
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from tests.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in
 from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import KEV_MAPPING, ingest

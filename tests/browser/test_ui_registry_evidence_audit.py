@@ -29,7 +29,7 @@ from schemas.runs import ResultIn, ResultsPost, Run, RunItem
 from service.core.db import write_session
 from service.core.tokens import create_token
 from service.evidence.probes import execute_probe, prepare_probe
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from service.runs.model_registry import create_endpoint, create_model
 from service.runs.runs import post_results
 from tests.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in

@@ -20,7 +20,7 @@ from schemas.item import Item, ItemStatus
 from service.core.db import write_session
 from service.dedup.runner import run_curation
 from service.evals.definitions import create_eval
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from tests.browser.conftest import SEAL_KEY, Shots, UiServer, make_tokens, sign_in
 from tests.conftest import TEST_SECRET_KEY, make_settings
 from tests.dedup_support import hadoop_reports, ingest, planted, shared_encoder

@@ -1,24 +1,29 @@
 """No page shows sealed content to a person without the `sealed` scope: every page of the UI that a
 curator, a reader and an admin can reach by following links (and the pages of every item, eval
 and release), fetched with their signed-in browser session, is scanned for the text of each item
-in (or bound for) a sealed slice."""
+in (or bound for) a sealed slice; and so is the answer to every form those pages offer (approve,
+reject, rulings, undo, edits, settings), submitted as the browser would, with the page it leads to."""
 
 from __future__ import annotations
 
 import re
 from collections import deque
+from dataclasses import dataclass, field
 from html import unescape
+from html.parser import HTMLParser
 
 from playwright.sync_api import BrowserContext, Page
 from sqlmodel import Session, col, select
 
 from schemas.item import Item
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from tests.browser.conftest import EVAL, UiServer, sign_in
 from tests.conftest import TEST_SECRET_KEY
 
 MAX_PAGES = 400
+MAX_FORMS = 250
 SKIPPED = ("/ui/logout", "/ui/static/")
+FORM_SKIPPED = ("/ui/logout", "/ui/login")
 _LINK = re.compile(r"""href="(/ui[^"#]*)\"""")
 
 
@@ -56,6 +61,74 @@ def _crawl(context: BrowserContext, start: list[str]) -> dict[str, str]:
     return seen
 
 
+@dataclass
+class _Form:
+    action: str
+    fields: dict[str, str] = field(default_factory=dict)
+    buttons: list[tuple[str, str]] = field(default_factory=list)
+
+
+class _Forms(HTMLParser):
+    """The POST forms of a page: each with its fields' values (a text field left empty gets a
+    word, a choice its first option) and its named submit buttons."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[_Form] = []
+        self._current: _Form | None = None
+        self._select: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = {key: value or "" for key, value in attrs}
+        if tag == "form" and named.get("method", "get").lower() == "post":
+            self._current = _Form(unescape(named.get("action", "")))
+            self.forms.append(self._current)
+        form, name = self._current, named.get("name", "")
+        if form is None or not name:
+            return
+        if tag == "button" or (tag == "input" and named.get("type") == "submit"):
+            form.buttons.append((name, named.get("value", "")))
+        elif tag == "input" and named.get("type") in ("checkbox", "radio"):
+            form.fields.setdefault(name, named.get("value", "on"))
+        elif tag == "input":
+            form.fields[name] = named.get("value") or ("" if named.get("type") == "hidden" else "walked")
+        elif tag == "textarea":
+            form.fields[name] = "walked"
+        elif tag == "select":
+            self._select = name
+        elif tag == "option" and self._select is not None:
+            form.fields.setdefault(self._select, named.get("value", ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._current = None
+        elif tag == "select":
+            self._select = None
+
+
+def _submit_forms(context: BrowserContext, pages: dict[str, str]) -> dict[str, str]:
+    """Submit every POST form of `pages` once per named button (or once when it has none), and
+    return each answer, and the page a redirect leads to, by a label naming the form."""
+    answers: dict[str, str] = {}
+    tried: set[tuple[str, str]] = set()
+    for url, html in pages.items():
+        parser = _Forms()
+        parser.feed(html)
+        for form in parser.forms:
+            for button in form.buttons or [("", "")]:
+                if form.action.startswith(FORM_SKIPPED) or (form.action, button[1]) in tried or len(tried) >= MAX_FORMS:
+                    continue
+                tried.add((form.action, button[1]))
+                data: dict[str, str | float | bool] = {**form.fields, **({button[0]: button[1]} if button[0] else {})}
+                answer = context.request.post(form.action or url, form=data, max_redirects=0)
+                label = f"POST {form.action} {button[1]} (from {url})"
+                answers[label] = answer.text()
+                location = answer.headers.get("location")
+                if location and location.startswith("/ui"):
+                    answers[f"{label} -> {location}"] = context.request.get(location, max_redirects=0).text()
+    return answers
+
+
 def test_no_page_shows_sealed_content_to_a_person_without_the_sealed_scope(page: Page, context: BrowserContext, ui_server: UiServer) -> None:
     secrets = _secrets(ui_server)
     with Session(ui_server.engine) as session:
@@ -67,5 +140,9 @@ def test_no_page_shows_sealed_content_to_a_person_without_the_sealed_scope(page:
         pages = _crawl(context, start)
         assert len(pages) > len(every_item), f"{role} reached only {len(pages)} pages"
         assert any("/diff/" in url for url in pages), "the crawl reached a release diff"
-        leaks = [(url, item_id, piece[:40]) for url, html in pages.items() for item_id, pieces in secrets.items() for piece in pieces if piece in unescape(html)]
+        answers = _submit_forms(context, pages)
+        if role == "curator":
+            assert any("/review" in label for label in answers) and any("/edit" in label for label in answers), f"{role} submitted {len(answers)} forms"
+        seen = pages | answers
+        leaks = [(url, item_id, piece[:40]) for url, html in seen.items() for item_id, pieces in secrets.items() for piece in pieces if piece in unescape(html)]
         assert not leaks, f"{role} saw sealed content: {leaks[:5]}"

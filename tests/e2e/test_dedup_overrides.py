@@ -66,7 +66,7 @@ def test_an_item_ruled_not_a_duplicate_stays_apart_through_curation_and_refinger
     near = planted(hadoop_reports(60))["near"]
     copy, original = ids["PLANT-NEAR"], ids["13398683"]
     assert _newest(live_server.engine, copy)[0].duplicate_of == original
-    with live_server.client("curate") as curator:
+    with live_server.client("curate", name="test") as curator:
         ruled = curator.post(f"/v1/items/{copy}/not-duplicate", json={"note": "another bulk-delete change"})
     assert ruled.status_code == 200, ruled.text
     assert (ruled.json()["id"], ruled.json()["status"], ruled.json()["sealed"]) == (copy, "unique", False)

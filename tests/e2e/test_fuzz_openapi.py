@@ -5,8 +5,32 @@ and runs every one of its checks on each answer: no server error, only documente
 content types and headers, answers matching their schemas, invalid input refused, valid input not
 refused for its shape, `Allow` on 405, authentication never ignored.
 
-Valid input may still be refused with 422 for what a schema cannot say (a source that must exist,
-an endpoint that must serve the model): that status is added to those positive data may get."""
+Every rule a schema can state is in the document (enums, bounds, lengths, patterns, date ranges,
+exclusive members), so schema-valid input is refused with 422 only for a condition no schema can
+state, named by the problem's `reason` (or each of its `errors`' reasons). Any other 422 to valid
+input fails the test, with the operation, the field and the reason. The conditions:
+
+- `unknown_source`, `reference_source`, `source_not_in_eval`, `not_a_corpus`, `not_in_run`,
+  `unknown_item`: a named source, corpus or item must exist (or belong to the eval or run): that
+  depends on the database, not on the request's shape.
+- `endpoint_model_mismatch`: the endpoint named must serve the model named; a relation between
+  two stored rows.
+- `no_cutoff`, `too_few_items`: the model must have a training cutoff registered, and enough items
+  must lie on each side of it; stored facts.
+- `future_period`: a refresh `at` a period after the current one needs `allow_future`; a window
+  relative to now.
+- `invalid_cursor`: a cursor must be one the API returned (it is encrypted).
+- `invalid_schedule`: a schedule must be a crontab expression; a grammar, not a pattern.
+- `invalid_mapping`, `invalid_connector`: a source's mapping and connector configuration are
+  free-form objects judged by the connector they name (third-party connectors add their own).
+- `conflicting_filters`, `eval_or_corpus`: query parameters that exclude each other (or need one
+  of two); OpenAPI states each parameter alone.
+- `same_item`, `no_change`, `repeated_items`, `duplicate`, `conflict`, `idempotency_conflict`:
+  a path id against a body id, a change against the stored item, entries of a list against each
+  other (objects that differ only in their score), a key against the run it started.
+- `nul_character`: a NUL character anywhere in a text, a key or a free-form value; JSON carries
+  it, no database text column stores it, and a schema could state it only with a pattern on every
+  string and every key of every free-form object."""
 
 from __future__ import annotations
 
@@ -39,13 +63,38 @@ from tests.run_support import auth, register, released_eval
 EXAMPLES = int(os.environ.get("GOLDENSET_FUZZ_EXAMPLES", "15"))
 """Examples per operation and generation mode; raise it for a longer hunt."""
 POSITIVE_STATUSES = ["2xx", "401", "403", "404", "409", "422"]
+NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
+"""Schemathesis's defaults for invalid input, and 413: a string past its `maxLength` may also make
+the body larger than the limit, which is refused before it is read."""
+SCHEMA_FREE_REASONS = frozenset(
+    {
+        "unknown_source", "reference_source", "source_not_in_eval", "not_a_corpus", "not_in_run", "unknown_item",
+        "endpoint_model_mismatch", "no_cutoff", "too_few_items", "future_period", "invalid_cursor", "invalid_schedule",
+        "invalid_mapping", "invalid_connector", "conflicting_filters", "eval_or_corpus",
+        "same_item", "no_change", "repeated_items", "duplicate", "conflict", "idempotency_conflict", "nul_character",
+    }
+)  # fmt: skip
+"""The conditions for which schema-valid input may be refused with 422 (see the module's docstring)."""
+
+
+def _reasons(problem: dict[str, Any]) -> list[str]:
+    """The reasons a 422 problem gives: its own, else each error's. The guard refuses a NUL
+    character before validation, naming it in the error's detail."""
+    if "reason" in problem:
+        return [str(problem["reason"])]
+    errors = problem.get("errors", [])
+    return ["nul_character" if str(error.get("detail", "")).startswith("contains a NUL character") else str(error.get("reason")) for error in errors]
 
 
 def _config(token: str) -> SchemathesisConfig:
     """All checks, the bearer token given as the document's `bearer` scheme (so a case that drops
-    or spoils it is judged as an unauthenticated one), and 422 allowed for valid-looking input."""
+    or spoils it is judged as an unauthenticated one), 422 allowed for valid-looking input here
+    (`_unstated_refusal` then judges each such answer by its reasons) and 413 for invalid input."""
     return SchemathesisConfig.from_dict(
-        {"auth": {"openapi": {"bearer": {"bearer": token}}}, "checks": {"positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES}}}
+        {
+            "auth": {"openapi": {"bearer": {"bearer": token}}},
+            "checks": {"positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES}, "negative_data_rejection": {"expected-statuses": NEGATIVE_STATUSES}},
+        }
     )
 
 
@@ -74,11 +123,29 @@ def fuzzed(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_path:
         engine.dispose()
 
 
-def _hunt(operation: APIOperation[Any, Any, Any, Any], mode: GenerationMode, base_url: str) -> None:
+def _unstated_refusal(response: Any) -> str | None:
+    """Why a 422 answer to schema-valid input is one the schema should have stated, or None when
+    the problem names only conditions a schema cannot state (`SCHEMA_FREE_REASONS`)."""
+    try:
+        problem = response.json()
+    except ValueError:
+        return "the 422 answer is not a problem document"
+    reasons = _reasons(problem)
+    unstated = [reason for reason in reasons if reason not in SCHEMA_FREE_REASONS] or ([] if reasons else ["(no reason)"])
+    if not unstated:
+        return None
+    locations = ", ".join(str(error.get("location")) for error in problem.get("errors", []))
+    return f"{', '.join(unstated)} at {locations or '-'}: {problem.get('detail')}"
+
+
+def _hunt(operation: APIOperation[Any, Any, Any, Any], mode: GenerationMode, base_url: str, unstated: dict[str, str]) -> None:
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate], derandomize=True)
     @given(case=operation.as_strategy(generation_mode=mode))
     def call(case: schemathesis.Case[Any]) -> None:
-        case.call_and_validate(base_url=base_url, timeout=30)
+        response = case.call_and_validate(base_url=base_url, timeout=30)
+        positive = case.meta is not None and case.meta.generation.mode.is_positive
+        if positive and response.status_code == 422 and (why := _unstated_refusal(response)) is not None:
+            unstated.setdefault(f"{operation.label}: {why}", f"query={case.query!r} body={case.body!r}"[:600])
 
     call()
 
@@ -87,14 +154,16 @@ def test_every_operation_answers_as_its_document_says(fuzzed: tuple[LiveServer, 
     server, token = fuzzed
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=_config(token), headers=auth(token))
     failures: list[str] = []
+    unstated: dict[str, str] = {}
     operations = [result.ok() for result in schema.get_all_operations() if isinstance(result, Ok)]
     assert len(operations) > 40
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             try:
-                _hunt(operation, mode, server.url)
+                _hunt(operation, mode, server.url, unstated)
             except Unsatisfiable:
                 continue  # nothing invalid to send (an operation without parameters or body)
             except (Exception, BaseExceptionGroup) as exc:  # every operation is hunted; all failures are reported together
                 failures.append(f"{operation.label} ({mode.value}): {exc}")
+    failures.extend(f"{refusal}\n    e.g. {example}" for refusal, example in sorted(unstated.items()))
     assert not failures, "\n\n".join(failures)

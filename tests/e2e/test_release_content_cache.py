@@ -95,7 +95,7 @@ def _cache(app: FastAPI) -> ReleaseContentCache:
 
 def test_a_repeated_dev_read_is_served_from_memory_and_each_read_is_audited(live_server: LiveServer, engine: Engine, app: FastAPI) -> None:
     admin = _first_release(live_server, engine)
-    reader = live_server.client("read")
+    reader = live_server.client("read", name="test")
     dev_ids = _manifest_ids(reader, "1")["dev"]
     cache = _cache(app)
     assert cache.size == 0

@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 
 from schemas.item import Item
 from schemas.token import ApiToken
-from service.items.reads import withheld
+from service.items.shaping import withheld
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.eval_support import ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
@@ -46,8 +46,16 @@ def _token_id(engine: Engine, name: str) -> int:
     return token.id
 
 
+_TOKENS: dict[tuple[str, str], str] = {}
+
+
 def _client(server: LiveServer, name: str, *scopes: str) -> httpx.Client:
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token(*scopes, name=name)}"}, timeout=30)
+    """A client with the token named `name` of this server's database (made on first use: names
+    are unique among active tokens)."""
+    key = (server.engine.url.render_as_string(hide_password=True), name)
+    if key not in _TOKENS:
+        _TOKENS[key] = server.token(*scopes, name=name)
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {_TOKENS[key]}"}, timeout=30)
 
 
 def _events(admin: httpx.Client, action: str, **params: Any) -> list[dict[str, Any]]:

@@ -78,7 +78,7 @@ def test_the_chart_comes_as_svg_or_png_by_format_or_accept(live_server: LiveServ
     assert_svg(svg.content)
     assert png.headers["content-type"] == "image/png"
     assert_png(png.content)
-    assert bad.status_code == 422 and "json, svg or png" in bad.json()["detail"]
+    assert bad.status_code == 422 and "query.format: Input should be 'json', 'svg' or 'png'" in bad.json()["detail"]
 
 
 def test_uploads_refuse_bad_results_by_position_and_keep_the_rest(live_server: LiveServer, kev_corpus: None, engine: Engine) -> None:

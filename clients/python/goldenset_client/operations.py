@@ -443,6 +443,7 @@ class Operations:
         *,
         actor: str | None = None,
         token: str | None = None,
+        token_id: int | None = None,
         action: str | None = None,
         object_type: str | None = None,
         object_id: str | None = None,
@@ -452,9 +453,10 @@ class Operations:
         limit: int | None = None,
         cursor: str | None = None,
     ) -> Call[AuditPage]:
-        """One page of audit events, newest first (admin scope); `action` may be a prefix (`run.*`)."""
+        """One page of audit events, newest first (admin scope); `action` may be a prefix (`run.*`);
+        `token` names every token that carried a name, `token_id` one token."""
         params = {
-            "actor": actor, "token": token, "action": action, "object_type": object_type, "object_id": object_id,
+            "actor": actor, "token": token, "token_id": token_id, "action": action, "object_type": object_type, "object_id": object_id,
             "since": since, "until": until, "sealed": sealed, "limit": limit, "cursor": cursor,
         }  # fmt: skip
         return routes.AUDIT.call(params=params)

@@ -14,6 +14,7 @@ from goldenset_client.models.common import (
     RecordError,
 )
 from goldenset_client.models.evals import (
+    ApprovalPolicy,
     EvalCreate,
     EvalRead,
     EvalUpdate,
@@ -121,6 +122,7 @@ from goldenset_client.models.sources import (
 )
 
 __all__ = [
+    "ApprovalPolicy",
     "ApproveBody",
     "AuditEventRead",
     "AuditPage",

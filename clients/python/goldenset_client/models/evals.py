@@ -9,6 +9,7 @@ from pydantic import Field
 from goldenset_client.models._base import _Request, _Response
 
 Split = Literal["dev", "sealed"]
+ApprovalPolicy = Literal["manual", "auto"]
 
 
 class EvalCreate(_Request):
@@ -24,7 +25,7 @@ class EvalCreate(_Request):
     earliest_occurred_at: datetime | None = None
     source_quotas: dict[str, Any] = Field(default_factory=dict)
     sealed_fraction: float = 0.2
-    approval_policy: str = "manual"
+    approval_policy: ApprovalPolicy = "manual"
     sealed_read_budget: int = 3
 
 
@@ -61,7 +62,7 @@ class EvalUpdate(_Request):
     earliest_occurred_at: datetime | None = None
     source_quotas: dict[str, Any] | None = None
     sealed_fraction: float | None = None
-    approval_policy: str | None = None
+    approval_policy: ApprovalPolicy | None = None
     sealed_read_budget: int | None = None
 
 
@@ -158,6 +159,7 @@ class ReleaseSummary(_Response):
     sealed_merkle_root: str
     dev_count: int
     sealed_count: int
+    sealed_digest: str = "sha256"  # `hmac-sha256`: sealed digests are keyed, only the server recomputes them
     diff: ReleaseDiff
     withdrawn: ReleaseWithdrawal | None = None
 
@@ -202,6 +204,7 @@ class ReleaseManifest(_Response):
     sealed_merkle_root: str
     dev_count: int
     sealed_count: int
+    sealed_digest: str = "sha256"  # `hmac-sha256`: sealed digests are keyed, only the server recomputes them
     diff: ReleaseDiff
     withdrawn: ReleaseWithdrawal | None = None
     items: list[ManifestEntry]

@@ -15,6 +15,7 @@ class AuditEventRead(_Response):
 
     id: int
     actor: str
+    token_id: int | None = None  # the acting token's id: names are labels, ids identities
     action: str
     object_type: str
     object_id: str | None
@@ -256,6 +257,7 @@ class RunRead(_Response):
     occurred_after: datetime | None
     item_count: int
     actor: str
+    token_id: int | None = None  # the token that started the run; `actor` is its name, a label
     created_at: datetime
     canary: str
 
@@ -278,6 +280,7 @@ class RunStarted(_Response):
     occurred_after: datetime | None
     item_count: int
     actor: str
+    token_id: int | None = None  # the token that started the run; `actor` is its name, a label
     created_at: datetime
     canary: str
     warning: str | None = None
@@ -313,6 +316,7 @@ class RunSummary(_Response):
     occurred_after: datetime | None
     item_count: int
     actor: str
+    token_id: int | None = None  # the token that started the run; `actor` is its name, a label
     created_at: datetime
     canary: str
     scored: int
