@@ -97,7 +97,7 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
         stack.extend(current.dependencies)
 
 
-def _api_routes(routes: list[BaseRoute]) -> list[Any]:
+def api_routes(routes: list[BaseRoute]) -> list[Any]:
     """The app's API routes in the order the router tries them, each with its dependencies as
     included (router-level ones too)."""
     try:
@@ -138,7 +138,7 @@ class AdmissionTable:
     """Every API route of an app with what it admits, looked up the way the router matches."""
 
     def __init__(self, routes: list[BaseRoute]) -> None:
-        self.entries = [(route, admission_of(route)) for route in _api_routes(routes)]
+        self.entries = [(route, admission_of(route)) for route in api_routes(routes)]
 
     def lookup(self, scope: Scope) -> Admission | None:
         """What the route that will answer `scope` admits; None for no API route (a 404 or 405, a page mount)."""

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curation.refusals import Refused
+from service.core.admission import api_routes
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 BUSY_RETRY_AFTER_SECONDS = 1
@@ -112,11 +113,10 @@ def problem_descriptions() -> dict[int, str]:
 
 def _allowed_methods(request: Request) -> str | None:
     """Every method the app's routes take on the request's path (for a 405's `Allow`), or None when
-    no route matches it. Routes are matched as the router matches them, path convertors included,
-    so `/v1/items/review` is not taken for `/v1/items/{item_id:int}`. The HEAD that every GET
-    route answers too is left out, as the OpenAPI document leaves it out."""
+    no route matches it. Routes are matched by the patterns the router matches them by; the HEAD
+    that every GET route answers too is left out, as the OpenAPI document leaves it out."""
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in api_routes(request.app.router.routes):
         regex, taken = getattr(route, "path_regex", None), getattr(route, "methods", None)
         if regex is not None and taken and regex.fullmatch(request.url.path):
             methods.update(method for method in taken if method.lower() in HTTP_METHODS and method != "HEAD")

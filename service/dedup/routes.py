@@ -60,7 +60,7 @@ def _audit(request: Request, principal: Principal, action: str, reads: Sequence[
     audit_content_read(request, principal, [read.id for read in reads if not read.sealed], action)
 
 
-@router.get("/v1/items/{item_id:int}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
+@router.get("/v1/items/{item_id}/similar", response_model=list[SimilarRead], responses=problem_doc(401, 403, 404, 409))
 def similar(
     item_id: IdPath,
     request: Request,
@@ -187,7 +187,7 @@ def _ruled(request: Request, principal: Principal, session: Session, secret_key:
     return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 
-@router.post("/v1/items/{item_id:int}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+@router.post("/v1/items/{item_id}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
 def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
     """Rule that a duplicate (or contaminated) item is not a duplicate of the item it names, with a
     note saying why: it becomes `unique` (and waits for review), and no curation run matches the
@@ -197,7 +197,7 @@ def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, pri
     return _ruled(request, principal, session, secret_key, item_id, rule)
 
 
-@router.post("/v1/items/{item_id:int}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
+@router.post("/v1/items/{item_id}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
 def duplicate_of(item_id: IdPath, data: DuplicateOfBody, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
     """Rule by hand that a curated item is a duplicate of item `item_id` of the body, with a note:
     it becomes `duplicate` (`contaminated` when that item belongs to a reference corpus) and stays

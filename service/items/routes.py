@@ -63,7 +63,23 @@ def list_items(
     return ItemPage(items=reads, next_cursor=next_cursor)
 
 
-@router.get("/{item_id:int}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
+@router.post("/review", response_model=ReviewOutcome, responses=problem_doc(401, 403, 422), tags=["review"])
+def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewOutcome:
+    """Approve or reject many items at once; each refused decision is reported by position and
+    reason (`not_found`, `not_reviewable`, `reason_required`) and the others are kept."""
+    outcome = review_batch(session=session, decisions=data.decisions, actor=principal.actor)
+    session.commit()
+    return outcome
+
+
+@router.api_route("/review", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def review_other_methods(principal: CuratePrincipal) -> None:
+    """`/v1/items/review` takes only POST; without this route its GET and PATCH would be taken for
+    `/v1/items/{item_id}` with the id `review` (and answered 422)."""
+    raise ProblemError(405, "Method Not Allowed", "/v1/items/review takes only POST: send the decisions as a JSON body", headers={"Allow": "POST"})
+
+
+@router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
 def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding,
     override, none), `score` and `decided_at` of curation's newest decision about it; and
@@ -87,7 +103,7 @@ def _detail(session: Session, item_id: int, secret_key: str) -> ItemDetail:
     )
 
 
-@router.patch("/{item_id:int}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])
+@router.patch("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])
 def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """Edit an item's `title`, `input`, `reference` or `tags` (those left out stay as they are),
     with a `note` saying why: a new revision by the token's owner, kept with the content before it
@@ -116,7 +132,7 @@ def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: R
     return detail
 
 
-@router.get("/{item_id:int}/revisions", response_model=ItemRevisions, responses=problem_doc(401, 403, 404), tags=["items"])
+@router.get("/{item_id}/revisions", response_model=ItemRevisions, responses=problem_doc(401, 403, 404), tags=["items"])
 def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemRevisions:
     """Every revision of an item, oldest first: `revision`, `kind` (`source`: a changed record;
     `curator`: an edit; `source_held`: a change the source proposed to an edited item, which kept
@@ -144,30 +160,21 @@ def _decide(request: Request, principal: Principal, session: Session, secret_key
     return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 
-@router.post("/review", response_model=ReviewOutcome, responses=problem_doc(401, 403, 422), tags=["review"])
-def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewOutcome:
-    """Approve or reject many items at once; each refused decision is reported by position and
-    reason (`not_found`, `not_reviewable`, `reason_required`) and the others are kept."""
-    outcome = review_batch(session=session, decisions=data.decisions, actor=principal.actor)
-    session.commit()
-    return outcome
-
-
-@router.post("/{item_id:int}/approve", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409), tags=["review"])
+@router.post("/{item_id}/approve", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409), tags=["review"])
 def approve(item_id: IdPath, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep, data: ApproveBody | None = None) -> ItemRead:
     """Approve a unique item for the evals that take its source (409 unless it is unique). The
     answer is the item as `GET /v1/items/{id}` shows it: without content when it is sealed."""
     return _decide(request, principal, session, secret_key, item_id, Decision.APPROVE, data.reason if data else "")
 
 
-@router.post("/{item_id:int}/reject", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422), tags=["review"])
+@router.post("/{item_id}/reject", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422), tags=["review"])
 def reject(item_id: IdPath, data: RejectBody, principal: CuratePrincipal, request: Request, session: WriteSessionDep, secret_key: SecretKeyDep) -> ItemRead:
     """Reject a unique item, with the reason (409 unless it is unique); it never enters an eval.
     The answer is the item as `GET /v1/items/{id}` shows it: without content when it is sealed."""
     return _decide(request, principal, session, secret_key, item_id, Decision.REJECT, data.reason)
 
 
-@router.post("/{item_id:int}/undo-review", response_model=ReviewUndone, responses=problem_doc(401, 403, 404, 409), tags=["review"])
+@router.post("/{item_id}/undo-review", response_model=ReviewUndone, responses=problem_doc(401, 403, 404, 409), tags=["review"])
 def undo(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewUndone:
     """Undo the newest approval or rejection of an item, taken by this token's owner: the item is
     `unique` again and back in the review queue, and `item.review_undone` is audited with what was

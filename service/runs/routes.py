@@ -108,7 +108,7 @@ def exposure_of_eval(name: str, _: ReadPrincipal, session: SessionDep) -> EvalEx
     return eval_exposure(session=session, evaluation=require_eval(session=session, name=name))
 
 
-@run_router.get("/v1/items/{item_id:int}/exposures", response_model=ItemExposures, responses=problem_doc(401, 403, 404))
+@run_router.get("/v1/items/{item_id}/exposures", response_model=ItemExposures, responses=problem_doc(401, 403, 404))
 def exposures_of_item(item_id: IdPath, _: ReadPrincipal, session: SessionDep) -> ItemExposures:
     """Every run that sent the item to an endpoint, oldest first, and whether it is marked exposed."""
     item, _source = require_item(session, item_id)

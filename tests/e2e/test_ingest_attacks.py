@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 from schemas.common import utcnow
 from schemas.item import Item
 from schemas.source import WebhookDelivery
+from service.core.db import write_session
 from service.sources.definitions import get_source
 from service.sources.webhooks import SIGNATURE_HEADER, sign
 from tests.conftest import LiveServer
@@ -180,7 +181,7 @@ def test_concurrent_copies_of_one_delivery_are_accepted_once(live_server: LiveSe
 
 def test_deliveries_older_than_the_tolerance_are_pruned(live_server: LiveServer) -> None:
     secret = _create_source(live_server, "hooks")
-    with Session(live_server.engine) as session:
+    with write_session(live_server.engine) as session:
         source = get_source(session=session, name="hooks")
         assert source is not None and source.id is not None
         old = utcnow() - timedelta(seconds=live_server.settings.webhook_tolerance_seconds + 60)
