@@ -15,11 +15,14 @@ is an address. Nothing in the digits decides it reliably, the context does. Cont
      ``(build`` after, a comparator or ``:jar:`` before, a file path): a version.
   4. A private or shared range (192.168/16, 172.16/12, 100.64/10, 169.254/16): an address, as
      nobody versions software like that.
-  5. The nearest of the six words before that says which (``version``, ``upgrade``, ``firmware``,
-     an artifact such as ``jackson-databind`` against ``server``, ``rhost``, ``connection``).
-  6. A sibling in the same text that shares its first two parts and is not a quad (``2.53.12`` near
-     ``2.53.5.1``), or a ``-letters`` suffix (``8.54.0.21-CA``): a version.
-  7. Small numbers (first part below 10, second below 100, the rest below 32), as versions are and
+  5. A ``-letters`` suffix (``8.54.0.21-CA``) or an artifact name glued before it
+     (``hadoop-auth-3.1.1.7``): a version.
+  6. The nearest of the six words before that says which (``version``, ``upgrade ... to``,
+     ``firmware``, an artifact such as ``jackson-databind``, against ``server``, ``rhost``,
+     ``connection``).
+  7. A sibling in the same text that shares its first two parts and is not a quad (``2.53.12`` near
+     ``2.53.5.1``): a version.
+  8. Small numbers (first part below 10, second below 100, the rest below 32), as versions are and
      addresses seldom are: a version. Anything else: an address.
 """
 
