@@ -4,5 +4,5 @@ Nothing is re-exported here: each name is imported from the module that owns it,
 one path to it. `ingest.redaction.redactor` holds the public API (`Redactor`,
 `RedactionPolicy`, `RedactionResult`, the placeholders); `ingest.redaction.detectors` the
 secret formats (`SECRET_PLUGINS`); `ingest.redaction.network` the e-mail and IP address
-heuristics; `ingest.redaction.rules` the machinery secret rules run on.
+heuristics; `ingest.redaction.address_context` how an address is told from a version number; `ingest.redaction.rules` the machinery secret rules run on.
 """

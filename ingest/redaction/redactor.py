@@ -63,7 +63,8 @@ class RedactionPolicy(BaseModel):
     bearer/basic ``Authorization`` credentials."""
     emails: bool = True
     ip_addresses: bool = True
-    """IPv4 and IPv6 addresses (a port suffix is kept)."""
+    """IPv4 and IPv6 addresses that identify a host, also inside host names (a port suffix is kept;
+    loopback, documentation ranges and public resolvers are content and stay)."""
 
 
 @dataclass(frozen=True)

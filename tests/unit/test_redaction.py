@@ -167,15 +167,30 @@ def test_ipv4_keeps_ports_and_rejects_invalid_quads(redactor: Redactor) -> None:
 
 def test_ipv6_forms(redactor: Redactor) -> None:
     text = (
-        "bind [2001:db8::1]:8080 failed; loopback ::1 ok; link fe80::1ff:fe23:4567:890a%eth0; "
-        "mapped ::ffff:192.0.2.128 and full 2001:0db8:85a3:0000:0000:8a2e:0370:7334."
+        "bind [fd12:3456:789a::1]:8080 failed; link fe80::1ff:fe23:4567:890a%eth0; "
+        "mapped ::ffff:10.0.0.128 and full 2a00:1450:4001:0829:0000:0000:0000:200e."
     )
     result = redactor.redact(text)
-    assert result.text == (
-        "bind [<IPV6>]:8080 failed; loopback <IPV6> ok; link <IPV6>%eth0; "
-        "mapped <IPV6> and full <IPV6>."
+    assert result.text == "bind [<IPV6>]:8080 failed; link <IPV6>%eth0; mapped <IPV6> and full <IPV6>."
+    assert result.counts == {"IPV6": 4}
+
+
+def test_addresses_that_identify_nobody_are_kept(redactor: Redactor) -> None:
+    text = (
+        "curl http://127.0.0.1:8080/health and [::1]:8080 work; listening on 0.0.0.0:9870 and [::]:9870; "
+        "resolv.conf has 1.1.1.1, 8.8.8.8 and 2606:4700:4700::1111; IMDS at 169.254.169.254 times out; "
+        "docs use 192.0.2.10, 198.51.100.7, 203.0.113.9 and 2001:db8::7; netmask 255.255.255.0; "
+        "mapped ::ffff:192.0.2.128"
     )
-    assert result.counts == {"IPV6": 5}
+    result = redactor.redact(text)
+    assert result.text == text
+    assert result.counts == {}
+
+
+def test_private_and_public_hosts_are_redacted(redactor: Redactor) -> None:
+    text = "from 192.168.1.135 via gateway 172.20.0.1 (CGNAT 100.92.11.63) to 52.95.110.1 and 9.9.9.10"
+    result = redactor.redact(text)
+    assert result.text == "from <IPV4> via gateway <IPV4> (CGNAT <IPV4>) to <IPV4> and <IPV4>"
 
 
 @pytest.mark.parametrize(
@@ -202,7 +217,7 @@ def test_ordinary_incident_text_is_untouched(redactor: Redactor, text: str) -> N
 # --- policy, counts, idempotence -------------------------------------------------------------
 
 MIXED = (
-    f"On-call alice@example.com pasted {AWS_KEY_ID} from host 10.1.2.3 and [2001:db8::7]:22;\n"
+    f"On-call alice@example.com pasted {AWS_KEY_ID} from host 10.1.2.3 and [fd00:1234::7]:22;\n"
     f"Authorization: Bearer {JWT}\nmail bob@example.org, db postgres://svc:s3cr3t@10.1.2.4:5432/app\n{PEM}"
 )
 
@@ -284,6 +299,9 @@ def test_idempotent_when_neighbours_are_glued(redactor: Redactor, text: str) -> 
         "eyJhbGciOiJIU=" * 10_000,
         "//a/:_authToken=" * 10_000,  # and its npm pattern here
         "10.0.0.1-" * 10_000,
+        "1-2-3-4-" * 10_000,
+        "ip-1-2-3-4." * 10_000,
+        "a" * 100_000 + "1.2.3.4",
     ],
 )
 def test_adversarial_input_stays_linear(redactor: Redactor, text: str) -> None:
@@ -295,6 +313,54 @@ def test_adversarial_input_stays_linear(redactor: Redactor, text: str) -> None:
 def test_four_part_versions_are_told_from_addresses(redactor: Redactor) -> None:
     text = "Bump snappy-java to 1.1.8.2; the client retried to connect to 10.1.2.3 (from jdk 11.0.15.0)"
     assert redactor.redact(text).text == "Bump snappy-java to 1.1.8.2; the client retried to connect to <IPV4> (from jdk 11.0.15.0)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Performance issues with 2.53.12 are worse than 2.53.5.1",
+        "User agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:60.0) Gecko/20100101 Firefox/60.0 SeaMonkey/2.53.5.1",
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.6099.109 Safari/537.36",
+        "Build identifier: 20.1.3.4 fails; release 10.2.1.0 too; firmware 10.0.0.50; update 4.2.13.1",
+        "NETGEAR DGN2200 devices with firmware through 10.0.0.50",
+        "Upgrade org.apache.derby:derby to 10.17.1.0",
+        "Upgrade Huawei OBS client to 3.22.3.1",
+        "jackson < 2.9.10.4 and jackson-databind 2.12.7.1, range [,2.9.10.5)",
+        "v1.2.3.4, ddcMD1.1.17, DrayTek_Vigor300B_V1.5.1.5_01release-note.pdf",
+        "OpenJDK 64-Bit Server VM (Zulu 8.54.0.21-CA-macos-aarch64); CloudBees 2.263.4.2-rolling",
+        "~[hadoop-auth-3.1.1.7.2.9.0-153.jar:?] and HDP-2.6.5.165-3-tag, ~[solr-core.jar:8.4.1.7]",
+        "Package_for_KB2621440~31bf3856ad364e35~amd64~~6.1.1.5, Servicing Stack v6.1.7601.23505",
+        "/usr/ddp/3.1.4.0-315/hadoop, <version>0.10.0.0</version>",
+        "leading zeros 1.02.03.04 and parts over 255: 6.1.7601.23505",
+        "Versions-before-9-4-0-1-and-9-3-0-2, image-2020-12-25-08-32-32-982.png",
+    ],
+)
+def test_versions_are_not_redacted(redactor: Redactor, text: str) -> None:
+    result = redactor.redact(text)
+    assert result.text == text
+    assert result.counts == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sh /tmp/command-192.168.1.135-478816069.sh", "sh /tmp/command-<IPV4>-478816069.sh"),
+        ("[ec2-user@ip-10-0-1-23 ~]$ curl http://ip-10-0-1-23.ec2.internal:4040", "[ec2-user@ip-<IPV4> ~]$ curl http://ip-<IPV4>.ec2.internal:4040"),
+        ("rhost=adsl-63-197-98-106.dsl.mtry01.pacbell.net", "rhost=adsl-<IPV4>.dsl.mtry01.pacbell.net"),
+        ("connection from 206.196.21.129 (host129.206.196.21.maximumasp.com)", "connection from <IPV4> (host<IPV4>.maximumasp.com)"),
+        ("(dsl-Chn-static-059.45.101.203.touchtelindia.net)", "(dsl-Chn-static-<IPV4>.touchtelindia.net)"),
+        ("Old: nn2-192-168-1-100/192.168.1.100:9000", "Old: nn2-<IPV4>/<IPV4>:9000"),
+        ("for block BP-1836197545-10.125.248.11-1672668423261:blk_1", "for block BP-1836197545-<IPV4>-1672668423261:blk_1"),
+        ("Shutting down KMSWebServer at hadoop-benchmark/172.17.0.2", "Shutting down KMSWebServer at hadoop-benchmark/<IPV4>"),
+        ("rhost=68.143.156.89.nw.nuvox.net  user=root", "rhost=<IPV4>.nw.nuvox.net  user=root"),
+        ("10.11.21.138,10.11.10.1 \"GET /v2/servers", "<IPV4>,<IPV4> \"GET /v2/servers"),
+        ("network 5.5.224.0 via interface alt0; ip=10.0.1.155 v=13", "network <IPV4> via interface alt0; ip=<IPV4> v=13"),
+    ],
+)
+def test_addresses_inside_identifiers_and_host_names_are_redacted(redactor: Redactor, text: str, expected: str) -> None:
+    result = redactor.redact(text)
+    assert result.text == expected
+    assert redactor.redact(result.text).text == result.text
 
 
 def test_empty_text(redactor: Redactor) -> None:
