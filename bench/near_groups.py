@@ -135,7 +135,8 @@ def main() -> None:
     print(f"sealed: {len(sealed)} ({len(sealed) / max(len(members), 1):.1%}); per-item hash would seal {len(per_item)} ({len(per_item) / max(len(members), 1):.1%})")
     print(f"side changed against the per-item hash: {moved} of {len(members)} ({moved / max(len(members), 1):.2%})")
     print(f"dev-sealed near pairs: per-item hash {per_item_pairs}; with groups, recorded by the releases {[len(p or []) for p in pairs]}")
-    print(f"release 1 at {cut.date()} ({releases[0].dev_count + releases[0].sealed_count} items): {timings[0]:.2f} s; release 2 ({releases[1].dev_count + releases[1].sealed_count} items): {timings[1]:.2f} s")
+    sizes_out = [release.dev_count + release.sealed_count for release in releases]
+    print(f"release 1 at {cut.date()} ({sizes_out[0]} items): {timings[0]:.2f} s; release 2 ({sizes_out[1]} items): {timings[1]:.2f} s")
     print(f"sealed check of all {len(members)} released items: {check_seconds * 1000:.0f} ms; of a page of 50 waiting items: {page_ms:.1f} ms")
     assert sealed_now == sealed
 

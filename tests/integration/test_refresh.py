@@ -4,7 +4,6 @@ content, verification, the sealed-read budget and the scheduler's catch-up of a 
 from __future__ import annotations
 
 import hashlib
-
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
