@@ -85,6 +85,22 @@ class DedupDecision(SQLModel, table=True):
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(json_column_type(), nullable=False))
 
 
+class NearLink(SQLModel, table=True):
+    """Two items close enough at a recall-first level that they may be one incident told twice,
+    whatever dedup decided about them: the item decided (`item_id`) and an earlier one
+    (`other_id`), the `stage` that saw them close (`exact`, `minhash`, `embedding`, or `override`
+    for a person's duplicate ruling) and its `score`. Links only accumulate: a release keeps every
+    group of linked items on one side of its split (`curation.releases.groups`)."""
+
+    __tablename__ = "near_link"
+
+    item_id: int = Field(foreign_key="item.id", primary_key=True)
+    other_id: int = Field(foreign_key="item.id", primary_key=True, index=True)
+    stage: str = Field(sa_type=String(16))
+    score: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    recorded_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class OverrideKind(StrEnum):
     """A person's ruling on a pair: `not_duplicate` (the pair may never be matched: a cannot-link),
     or `duplicate_of` (the item is a duplicate of the other: a must-link)."""

@@ -52,6 +52,9 @@ class Release(SQLModel, table=True):
     # How the sealed items' digests were made (`curation.releases.content`): releases written
     # before keyed digests keep `sha256`.
     sealed_digest: str = Field(default=SHA256, max_length=16, sa_column_kwargs={"server_default": SHA256})
+    # The near pairs split across dev and sealed when the release was written (`CrossSplitPair`
+    # as JSON); None for releases written before near links were recorded.
+    cross_split_pairs: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))
 
 
 class ReleaseItem(SQLModel, table=True):
@@ -115,6 +118,19 @@ class WithdrawBody(BaseModel):
     reason: str = pydantic.Field(min_length=1, max_length=2000, description="Why the release is withdrawn, e.g. 'refreshed for 2030 by mistake'.")
 
 
+class CrossSplitPair(BaseModel):
+    """Two near-linked items (`schemas.dedup.NearLink`) on either side of the split: `dev` served as
+    dev content, `sealed` held sealed, by this release or (for an item it does not hold) by the
+    release of any eval that recorded it. Groups of linked items are kept on one side, so such a
+    pair exists only when links joined items that earlier, immutable releases had already put on
+    different sides; treat its sealed item as seen."""
+
+    dev: int
+    sealed: int
+    stage: str
+    score: float | None = None
+
+
 class ReleaseSummary(BaseModel):
     """A release without its item list. `withdrawn` is set once an admin withdrew it: it no
     longer counts as `latest`, and eval pipelines should not score against it."""
@@ -135,6 +151,10 @@ class ReleaseSummary(BaseModel):
         "or `sha256` (releases written before keyed digests). Dev digests are always the sha256 of the item's canonical JSON."
     )
     diff: ReleaseDiff
+    cross_split_pairs: list[CrossSplitPair] | None = pydantic.Field(
+        default=None,
+        description="Near-linked dev-sealed pairs when the release was written (the goal: none; each is forced by earlier releases); null for releases written before near links.",
+    )
     withdrawn: ReleaseWithdrawal | None = None
 
 
@@ -211,13 +231,17 @@ class RefreshResult(BaseModel):
 
 class VerifyReport(BaseModel):
     """`goldenset verify`: stored digests and roots against those recomputed from frozen content.
-    `sealed_unchecked`: keyed sealed digests taken as recorded because the seal key was not given."""
+    `sealed_unchecked`: keyed sealed digests taken as recorded because the seal key was not given.
+    `cross_split_pairs`: near-linked items on either side of the split, by the links stored now."""
 
     eval: str
     release: int
     items: int
     mismatches: list[str]
     sealed_unchecked: int = 0
+    cross_split_pairs: list[CrossSplitPair] = pydantic.Field(
+        default_factory=list, description="Near-linked dev-sealed pairs of the release by the links stored now (not a mismatch: releases never change)."
+    )
 
     @property
     def ok(self) -> bool:

@@ -14,6 +14,7 @@ import httpx
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from curation.releases.groups import anchor, near_groups
 from curation.releases.sealing import is_sealed
 from schemas.evals import EvalItem
 from schemas.item import Item
@@ -64,7 +65,16 @@ def sealed_world(engine: Engine, url: str) -> SealedWorld:
     with Session(engine) as session:
         members = set(session.exec(select(EvalItem.item_id)).all())
         items = session.exec(select(Item)).all()
-        bound = {item.id for item in items if item.id is not None and item.id not in members and is_sealed(KEY, item.id, SEALED_FRACTION)}
+        groups = near_groups(session, [item.id for item in items if item.id is not None])
+        recorded = dict(session.exec(select(EvalItem.item_id, EvalItem.split)).all())
+        bound = set()
+        for item in items:
+            if item.id is None or item.id in members:
+                continue
+            # Near groups are sealed together: a group with released members follows them.
+            sides = [recorded[member] for member in groups[item.id] if member in recorded]
+            if ("sealed" in sides) if sides else is_sealed(KEY, anchor(groups[item.id]), SEALED_FRACTION):
+                bound.add(item.id)
         secret_ids = set(released.sealed) | bound
         assert bound and released.sealed, "the slice must hold both released and bound-for-sealed items"
         # A sealed item's id, input or long title counts as leaked unless a visible item says it too

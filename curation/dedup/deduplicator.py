@@ -29,12 +29,12 @@ from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vec
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
-from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
+from curation.dedup.rules import DedupConfig, Facts, NearLinkTo, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.common import utcnow
-from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint
+from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint, NearLink
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -81,6 +81,7 @@ class _BatchWrites:
     stored_fingerprints: dict[int, ItemFingerprint]
     new_fingerprints: dict[int, dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    links: dict[frozenset[int], dict[str, Any]] = field(default_factory=dict)
 
     def decide(self, item_id: int, verdict: Verdict, *, status: str | None = None, matched: int | None = None, details: dict[str, Any] | None = None) -> None:
         """Add a decision about `item_id` (the verdict's, unless `status`, `matched` or `details` say otherwise)."""
@@ -96,12 +97,25 @@ class _BatchWrites:
             }
         )
 
+    def link(self, item_id: int, links: Sequence[NearLinkTo]) -> None:
+        """Record that `item_id` is near each of `links` (the first link of a pair is kept)."""
+        for link in links:
+            self.links.setdefault(frozenset((item_id, link.other)), {"item_id": item_id, "other_id": link.other, "stage": link.stage, "score": link.score, "recorded_at": utcnow()})
+
     def insert(self, session: Session) -> None:
-        """Insert the new fingerprints and the decisions, in the order they were made."""
+        """Insert the new fingerprints, the decisions, in the order they were made, and the near
+        links no earlier run stored (either way round)."""
         if self.new_fingerprints:
             session.execute(insert(ItemFingerprint), list(self.new_fingerprints.values()))
         if self.decisions:
             session.execute(insert(DedupDecision), self.decisions)
+        if self.links:
+            ids = sorted({row["item_id"] for row in self.links.values()})
+            stored = session.exec(select(NearLink.item_id, NearLink.other_id).where(or_(col(NearLink.item_id).in_(ids), col(NearLink.other_id).in_(ids)))).all()
+            known = {frozenset(pair) for pair in stored}
+            fresh = [row for pair, row in self.links.items() if pair not in known]
+            if fresh:
+                session.execute(insert(NearLink), fresh)
 
 
 @dataclass
@@ -137,8 +151,7 @@ class Deduplicator:
         return StoredFacts(session, self.memory)
 
     def _lsh_threshold(self) -> float:
-        # LSH is tuned a little below the decision threshold so borderline pairs still meet.
-        return max(0.05, min(0.95, self.config.minhash_threshold - 0.1))
+        return self.config.lsh_threshold
 
     def curate(self, session: Session, *, limit: int | None = None, on_batch: Callable[[CurationSummary], None] | None = None) -> CurationSummary:
         """Decide every pending candidate (or `limit` of them), oldest incident first, in batches,
@@ -294,7 +307,8 @@ class Deduplicator:
         ruled = facts.ruled_duplicate_of(item.id)
         if ruled is not None:
             status = ItemStatus.CONTAMINATED.value if self._is_reference(ruled) else ItemStatus.DUPLICATE.value
-            verdict = Verdict(status, DedupStage.OVERRIDE.value, None, ruled, {"rule": "override", "matched_item": ruled})
+            ruling = (NearLinkTo(ruled, DedupStage.OVERRIDE.value, None),)
+            verdict = Verdict(status, DedupStage.OVERRIDE.value, None, ruled, {"rule": "override", "matched_item": ruled}, ruling)
         else:
             verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, facts=facts, exclude=(item.id,))
         if candidate.body is None:
@@ -310,12 +324,13 @@ class Deduplicator:
         if verdict.status == ItemStatus.UNIQUE.value:
             item.status, item.duplicate_of = verdict.status, None
         elif verdict.rule == "fresh" and self._is_later(verdict.matched, item) and self._swap(session, item, verdict, writes):
-            verdict = Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details={**verdict.details, "kept_over": verdict.matched})
+            verdict = Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details={**verdict.details, "kept_over": verdict.matched}, links=verdict.links)
             item.status, item.duplicate_of = verdict.status, None
         else:
             item.status, item.duplicate_of = verdict.status, verdict.matched
         session.add(item)
         writes.decide(item.id, verdict)
+        writes.link(item.id, verdict.links)
         if candidate.body is not None and candidate.body_key is not None:
             self._index(candidate, root=item.duplicate_of or item.id, status=item.status)
         summary.count(verdict)

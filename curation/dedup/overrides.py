@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_
+from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import read_model, utcnow
-from schemas.dedup import DedupDecision, DedupOverride, DedupStage, OverrideKind, OverrideRead
+from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
 from schemas.item import Item, ItemStatus
 
 _DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)
@@ -66,6 +66,18 @@ def _record(session: Session, item: Item, *, kind: OverrideKind, other_id: int, 
     )
 
 
+def _link(session: Session, item_id: int, other_id: int) -> None:
+    """A duplicate ruling links the pair near (`schemas.dedup.NearLink`), unless it already is:
+    a release keeps them on one side of its split. A not-duplicate ruling removes no link."""
+    stored = session.exec(
+        select(NearLink.item_id).where(
+            or_(and_(col(NearLink.item_id) == item_id, col(NearLink.other_id) == other_id), and_(col(NearLink.item_id) == other_id, col(NearLink.other_id) == item_id))
+        )
+    ).first()
+    if stored is None:
+        session.add(NearLink(item_id=item_id, other_id=other_id, stage=DedupStage.OVERRIDE.value, score=None))
+
+
 def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str) -> Item:
     """Rule that a `duplicate` or `contaminated` item is not a duplicate of the item it names: it
     becomes `unique` (so it goes to review) and that pair is never matched again. Raises
@@ -102,6 +114,7 @@ def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: st
         )
     contaminated = other.status == ItemStatus.REFERENCE.value
     item.status, item.duplicate_of = (ItemStatus.CONTAMINATED if contaminated else ItemStatus.DUPLICATE).value, other_id
+    _link(session, item_id, other_id)
     _record(session, item, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision={"matched_item": other_id})
     return item
 

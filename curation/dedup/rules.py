@@ -103,6 +103,31 @@ class DedupConfig:
         fresh = self.fresh_short_embedding_threshold if short and not titled else self.fresh_embedding_threshold
         return {"minhash": self.minhash_threshold, "guard": guard, "fresh": fresh, "fresh_title": self.fresh_title_threshold}
 
+    def link_levels(self, kind: TextKind) -> dict[str, float]:
+        """The recall-first levels at which two texts are recorded as near (`Verdict.links`),
+        whatever the decision: the LSH's own threshold for MinHash (below the duplicate threshold),
+        and the guard threshold for body cosine (below the fresh one). A release keeps items so
+        linked on one side of its split, so a duplicate the rules missed cannot straddle it."""
+        levels = {"minhash": self.lsh_threshold}
+        if kind is not TextKind.MACHINE:
+            levels["embedding"] = self.guard_short_embedding_threshold if kind is TextKind.SHORT else self.guard_embedding_threshold
+        return levels
+
+    @property
+    def lsh_threshold(self) -> float:
+        """The MinHash LSH's threshold: a little below the decision's, so borderline pairs still meet."""
+        return max(0.05, min(0.95, self.minhash_threshold - 0.1))
+
+
+@dataclass(frozen=True)
+class NearLinkTo:
+    """An indexed item a text is near at a recall-first level (`DedupConfig.link_levels`): the
+    stage that saw it (`exact`, `minhash`, `embedding`) and its score."""
+
+    other: int
+    stage: str
+    score: float | None
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -115,6 +140,7 @@ class Verdict:
     score: float | None = None
     matched: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    links: tuple[NearLinkTo, ...] = ()
 
     @property
     def rule(self) -> str | None:
@@ -197,12 +223,16 @@ def judge(
     def representative(other_id: int) -> bool:
         return index.get(other_id).root == other_id
 
-    near = [(other_id, score) for other_id, score in index.near(sketch) if compatible(other_id)]
-    neighbours = []
+    found_near = index.near(sketch)
+    near = [(other_id, score) for other_id, score in found_near if compatible(other_id)]
+    found_neighbours = []
     if kind is not TextKind.MACHINE and body is not None and title is not None:
-        neighbours = [n for n in index.nearest(body, title, config.neighbours + len(excluded)) if compatible(n.item_id) and representative(n.item_id)]
+        found_neighbours = index.nearest(body, title, config.neighbours + len(excluded))
+    neighbours = [n for n in found_neighbours if compatible(n.item_id) and representative(n.item_id)]
+    found_exact = index.exact(item.content_hash)
     # An exact copy of any member is the same text; a representative is named first when one is copied.
-    exact = sorted((other_id for other_id in index.exact(item.content_hash) if compatible(other_id)), key=lambda other_id: not representative(other_id))
+    exact = sorted((other_id for other_id in found_exact if compatible(other_id)), key=lambda other_id: not representative(other_id))
+    links = near_links(item.id, set(exclude), found_exact, found_near, [(n.item_id, n.body_cosine) for n in found_neighbours], config.link_levels(kind))
     bare_line = kind is TextKind.MACHINE and not item.title  # a log line: nothing but its text
     # Only items that could match are looked up (guard status, texts): most candidates have none.
     near_enough = [other_id for other_id, score in near if score >= config.minhash_threshold and representative(other_id)]
@@ -251,8 +281,38 @@ def judge(
         contaminated = ItemStatus.REFERENCE.value in (other.status, index.get(other.root).status if other.root in index else other.status)
         status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
         explained = {**details, "rule": match.rule, "matched_item": match.other, "margin": round(match.score - match.threshold, 4)}
-        return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained)
-    return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details)
+        return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained, links)
+    return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details, links=links)
+
+
+def near_links(
+    item_id: int | None,
+    exclude: Collection[int],
+    exact: Sequence[int],
+    near: Sequence[tuple[int, float]],
+    neighbours: Sequence[tuple[int, float]],
+    levels: dict[str, float],
+) -> tuple[NearLinkTo, ...]:
+    """The items a text is near at the recall-first `levels`, from what its judgement found
+    (exact copies, MinHash candidates with their estimated Jaccard, embedding neighbours with
+    their body cosine), before any rule, identity or ruling set a pair apart: one link per item,
+    the strongest stage first."""
+    links: dict[int, NearLinkTo] = {}
+
+    def add(other: int, stage: DedupStage, score: float) -> None:
+        if other != item_id and other not in exclude and other not in links:
+            links[other] = NearLinkTo(other, stage.value, round(float(score), 4))
+
+    for other in exact:
+        add(other, DedupStage.EXACT, 1.0)
+    for other, score in near:
+        if score >= levels["minhash"]:
+            add(other, DedupStage.MINHASH, score)
+    if "embedding" in levels:
+        for other, cosine in neighbours:
+            if cosine >= levels["embedding"]:
+                add(other, DedupStage.EMBEDDING, cosine)
+    return tuple(links.values())
 
 
 def _alike_in_template_only(mine: ItemText, other: ItemText, facts: Facts, threshold: float) -> str | None:

@@ -2,8 +2,10 @@
 
 `write_release` plans the rotation (`curation.releases.rotation`), assigns each newcomer its split
 by the service-wide rule of `curation.releases.visibility` (a split once recorded in any eval is
-kept; otherwise any eval over the item's source that would seal it seals it; seal keys are handed
-in by the caller), freezes every member's content as canonical JSON with its digest
+kept; a near group, `curation.releases.groups`, goes to one side: the side its released members
+hold, or otherwise the side any eval over a member's source seals its anchor to; seal keys are
+handed in by the caller), records the near pairs that still straddle the split (only those earlier
+releases forced), freezes every member's content as canonical JSON with its digest
 (`curation.releases.content`: a sealed member's digest is keyed with the eval's seal key),
 computes both Merkle roots, and writes the release, its items, the membership changes and the
 audit event in the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
@@ -20,6 +22,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root, released_content
+from curation.releases.groups import cross_split_pairs
 from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
@@ -153,6 +156,7 @@ def write_release(
         dev_count=len(by_split[Split.DEV.value]),
         sealed_count=len(by_split[Split.SEALED.value]),
         sealed_digest=HMAC_SHA256,
+        cross_split_pairs=cross_split_pairs(session, splits),
         diff={
             "added": sorted(plan.added + rejoined),
             "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],
@@ -175,7 +179,14 @@ def write_release(
         membership.retired_at = now
         membership.retired_reason = reason.value
         session.add(membership)
-    details = {"release": number, "period_start": period.start.isoformat(), "added": len(plan.added) + len(rejoined), "retired": len(plan.retired), "withheld": len(plan.withheld)}
+    details = {
+        "release": number,
+        "period_start": period.start.isoformat(),
+        "added": len(plan.added) + len(rejoined),
+        "retired": len(plan.retired),
+        "withheld": len(plan.withheld),
+        "cross_split_pairs": len(release.cross_split_pairs or []),
+    }
     details.update(audit_details or {})
     session.add(AuditEvent(actor=actor, action="release.create", object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
     session.flush()

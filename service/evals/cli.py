@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from curation.releases.content import canonical_json
 from schemas.evals import ApprovalPolicy, EvalCreate, Split
-from schemas.release import ExportRow, ReleaseManifest
+from schemas.release import CrossSplitPair, ExportRow, ReleaseManifest
 from service.core.db import write_session
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
@@ -247,6 +247,7 @@ def verify(
             summary = ReleaseManifest.model_validate(client.manifest(eval_name, release).model_dump(mode="json"))
             rows = [ExportRow.model_validate(row.model_dump(mode="json")) for row in client.iter_export(eval_name, release=release)]
             mismatches = verify_served(summary, rows)
+            _cross_split(summary.cross_split_pairs, recorded=True)
             _verified(eval_name, summary.number, len(summary.items), mismatches, served=len(rows))
             return
     with Session(open_engine()) as session:
@@ -262,7 +263,22 @@ def verify(
                 f"the seal key of eval {eval_name!r} cannot be read ({exc}); its sealed digests are keyed with it: run with the GOLDENSET_SECRET_KEY it was created under"
             ) from exc
         report = verify_release(session=session, evaluation=evaluation, release=stored, seal_key=key)
+    _cross_split(report.cross_split_pairs, recorded=False)
     _verified(eval_name, report.release, report.items, report.mismatches)
+
+
+def _cross_split(pairs: list[CrossSplitPair] | None, *, recorded: bool) -> None:
+    """Print the release's near-linked dev-sealed pairs (none is the goal; each one's sealed item should be taken as seen)."""
+    where = "recorded when the release was written" if recorded else "by the near links stored now"
+    if pairs is None:
+        out.print("cross-split near pairs: not recorded (release written before near links)")
+    elif not pairs:
+        out.print(f"cross-split near pairs: none ({where})")
+    else:
+        out.print(f"cross-split near pairs ({where}): {len(pairs)}; take each sealed item as seen", highlight=False)
+        for pair in pairs:
+            score = "" if pair.score is None else f" {pair.score:.4f}"
+            out.print(f"  dev {pair.dev} ~ sealed {pair.sealed} ({pair.stage}{score})", highlight=False)
 
 
 def _verified(eval_name: str, number: int, items: int, mismatches: list[str], *, served: int | None = None) -> None:

@@ -18,12 +18,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root
+from curation.releases.groups import cross_split_pairs
 from curation.releases.visibility import sealed_anywhere
 from schemas.audit import AuditEvent
 from schemas.common import MAX_ROW_ID, read_model
 from schemas.evals import Eval, Split
 from schemas.release import (
     HMAC_SHA256,
+    CrossSplitPair,
     ManifestEntry,
     Release,
     ReleaseDiff,
@@ -196,7 +198,9 @@ def verify_release(*, session: Session, evaluation: Eval, release: Release, seal
 
     Sealed items of a release with keyed digests (`sealed_digest` `hmac-sha256`) are recomputed
     with `seal_key`, the eval's seal key; without it their digests are taken as recorded (they
-    still make the sealed root) and counted in `sealed_unchecked`."""
+    still make the sealed root) and counted in `sealed_unchecked`. `cross_split_pairs`: the release's
+    near-linked dev-sealed pairs by the links stored now (links recorded after the release can
+    add some; the release recorded those it knew of)."""
     rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == release.id).order_by(col(ReleaseItem.item_id))).all()
     mismatches: list[str] = []
     unchecked = 0
@@ -228,7 +232,8 @@ def verify_release(*, session: Session, evaluation: Eval, release: Release, seal
             mismatches.append(f"{split.value} Merkle root {root} differs from the recorded {recorded}")
         if len(by_split[split.value]) != count:
             mismatches.append(f"{split.value} split holds {len(by_split[split.value])} items, the release records {count}")
-    return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches, sealed_unchecked=unchecked)
+    pairs = [CrossSplitPair.model_validate(pair) for pair in cross_split_pairs(session, {row.item_id: row.split for row in rows})]
+    return VerifyReport(eval=evaluation.name, release=release.number, items=len(rows), mismatches=mismatches, sealed_unchecked=unchecked, cross_split_pairs=pairs)
 
 
 EXPORT_CHUNK = 64 * 1024

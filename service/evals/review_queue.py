@@ -23,7 +23,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, or_
 from sqlmodel import Session, col, select
 
-from curation.releases.visibility import sealed_item_ids
+from curation.releases.visibility import sealing_evals
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval
 from schemas.item import Item, ItemStatus
@@ -106,8 +106,9 @@ def source_queue(
         total = int(session.exec(select(func.count()).select_from(Item).where(*conditions)).one())
         items = list(session.exec(select(Item).where(*conditions).order_by(*order).offset(offset).limit(limit)).all())
     on_page = {item.id: names[item.source_id] for item in items if item.id is not None}
-    sealed = sealed_item_ids(session=session, item_ids=on_page, seal_key_of=seal_key_of)
-    withheld = hidden_from_reader(session, {item_id: on_page[item_id] for item_id in sealed}, seal_key_of, revealed, sealed=sealed)
+    sealers = sealing_evals(session=session, item_ids=list(on_page), seal_key_of=seal_key_of)
+    sealed = set(sealers)
+    withheld = hidden_from_reader(session, on_page, seal_key_of, revealed, sealers=sealers)
     decisions = decisions_in_force(session, list(on_page))
     entries = [
         _entry(item, position=offset + index + 1, source=on_page[item.id], sealed=item.id in sealed, withheld=item.id in withheld, decision=decisions.get(item.id))

@@ -25,6 +25,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.releases.visibility import sealing_evals
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval
@@ -33,7 +34,6 @@ from schemas.review import ReviewQueuePage, SealedReviewWindow
 from service.core.audit import record_read
 from service.evals.definitions import seal_keys
 from service.evals.review_queue import QueueFilters, source_queue
-from service.items.shaping import sealing_evals
 
 OPENED = "eval.sealed_review_opened"
 REFUSED = "eval.sealed_review_refused"
@@ -174,7 +174,7 @@ def sealed_view_covers(*, session: Session, token_id: int | None, item_id: int, 
     """Whether the open sealed review windows of `token_id` cover a sealed-bound item: every eval
     that seals it is among them. Also returns the names of the evals that seal it, so a page can
     say where to open a window."""
-    sealers = sealing_evals(session, {item_id: source}, seal_keys(secret_key=secret_key)).get(item_id, set())
+    sealers = sealing_evals(session=session, item_ids=[item_id], seal_key_of=seal_keys(secret_key=secret_key)).get(item_id, set())
     names = sorted(name for name in session.exec(select(Eval.name).where(col(Eval.id).in_(sorted(sealers)))).all())
     windows = open_sealed_reviews(session=session, token_id=token_id)
     return bool(names) and all(name in windows for name in names), names

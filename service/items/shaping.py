@@ -24,11 +24,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from curation.releases.sealing import is_sealed
-from curation.releases.visibility import SealKeyOf, sealed_item_ids
-from schemas.evals import Eval, EvalItem, Split
+from curation.releases.visibility import SealKeyOf, sealed_item_ids, sealing_evals
+from schemas.evals import Eval
 from schemas.item import Item, ItemRead
 from service.evals.definitions import seal_keys
 
@@ -153,46 +152,17 @@ def withheld(*, session: Session, item_ids: Collection[int], secret_key: str) ->
     return sealed_item_ids(session=session, item_ids=item_ids, seal_key_of=seal_keys(secret_key=secret_key))
 
 
-def sealing_evals(session: Session, items: Mapping[int, str], seal_key_of: SealKeyOf) -> dict[int, set[int]]:
-    """For each of `items` (id: source name), the ids of the evals that seal it, by the rule of
-    `curation.releases.visibility`: a released item is sealed by the evals that hold it sealed;
-    an unreleased one by each eval taking its source whose key seals it, or whose key cannot be
-    read (failing closed). Items no eval seals are left out."""
-    if not items:
-        return {}
-    result: dict[int, set[int]] = {}
-    released: set[int] = set()
-    for item_id, eval_id, split in session.exec(select(EvalItem.item_id, EvalItem.eval_id, EvalItem.split).where(col(EvalItem.item_id).in_(sorted(items)))).all():
-        released.add(item_id)
-        if split == Split.SEALED.value:
-            result.setdefault(item_id, set()).add(eval_id)
-    unreleased = [item_id for item_id in items if item_id not in released]
-    if not unreleased:
-        return result
-    for evaluation in session.exec(select(Eval)).all():
-        assert evaluation.id is not None
-        taken = set(evaluation.sources)
-        candidates = [item_id for item_id in unreleased if items[item_id] in taken]
-        try:
-            key = seal_key_of(evaluation) if candidates else b""
-        except ValueError:
-            key = None
-        for item_id in candidates:
-            if key is None or is_sealed(key, item_id, evaluation.sealed_fraction):
-                result.setdefault(item_id, set()).add(evaluation.id)
-    return result
-
-
-def hidden_from_reader(session: Session, items: Mapping[int, str], seal_key_of: SealKeyOf, revealed: Collection[int], *, sealed: set[int] | None = None) -> set[int]:
-    """Those of `items` (id: source name) whose content the reader may not see: sealed-bound, and
-    not sealed only by evals in `revealed` (the ids of the evals on which the reader holds an open
-    sealed review window). `sealed`: the sealed ones among them, when already known."""
-    if sealed is None:
-        sealed = sealed_item_ids(session=session, item_ids=items, seal_key_of=seal_key_of)
-    if not sealed or not revealed:
-        return set(sealed)
-    sealers = sealing_evals(session, {item_id: items[item_id] for item_id in sealed}, seal_key_of)
-    return {item_id for item_id in sealed if not sealers.get(item_id) or not sealers[item_id] <= set(revealed)}
+def hidden_from_reader(
+    session: Session, items: Mapping[int, str] | Collection[int], seal_key_of: SealKeyOf, revealed: Collection[int], *, sealers: Mapping[int, set[int]] | None = None
+) -> set[int]:
+    """Those of `items` whose content the reader may not see: sealed-bound, and not sealed only
+    by evals in `revealed` (the ids of the evals on which the reader holds an open sealed review
+    window). `sealers`: the evals sealing each of them (`curation.releases.visibility.sealing_evals`),
+    when already known."""
+    if sealers is None:
+        sealers = sealing_evals(session=session, item_ids=list(items), seal_key_of=seal_key_of)
+    shown = set(revealed)
+    return {item_id for item_id in items if item_id in sealers and not (shown and sealers[item_id] <= shown)}
 
 
 def shape_items(*, session: Session, rows: Sequence[tuple[Item, str]], secret_key: str, revealed: Collection[int] = ()) -> list[ShownItem]:
@@ -201,9 +171,9 @@ def shape_items(*, session: Session, rows: Sequence[tuple[Item, str]], secret_ke
     withheld)."""
     sources = {item.id: name for item, name in rows if item.id is not None}
     seal_key_of = remembered_keys(seal_keys(secret_key=secret_key))
-    sealed = sealed_item_ids(session=session, item_ids=sources, seal_key_of=seal_key_of)
-    hidden = hidden_from_reader(session, {item_id: sources[item_id] for item_id in sealed}, seal_key_of, revealed, sealed=sealed)
-    return [ShownItem.of(item, name, sealed=item.id in sealed, withheld=item.id in hidden) for item, name in rows if item.id is not None]
+    sealers = sealing_evals(session=session, item_ids=list(sources), seal_key_of=seal_key_of)
+    hidden = hidden_from_reader(session, sources, seal_key_of, revealed, sealers=sealers)
+    return [ShownItem.of(item, name, sealed=item.id in sealers, withheld=item.id in hidden) for item, name in rows if item.id is not None]
 
 
 def shape_item(*, session: Session, item: Item, source: str, secret_key: str, revealed: Collection[int] = ()) -> ShownItem:

@@ -123,7 +123,7 @@ def test_releases_show_their_sizes_and_compare_leads_to_the_diff_both_ways(page:
     expect(page.get_by_role("heading", name="Withheld (0)")).to_be_visible()
     section = page.locator("section").filter(has=page.get_by_role("heading", name=re.compile(r"^Added")))
     expect(section.get_by_role("row")).to_have_count(added_dev + 1)
-    expect(section).to_contain_text(f"{added_sealed} sealed items, counted only")
+    expect(section).to_contain_text(f"{added_sealed} sealed item{'s' if added_sealed != 1 else ''}, counted only")
     expect(section.get_by_role("row").nth(1)).to_contain_text("new in release 2")
     shots(page, "diff 1 to 2")
 
@@ -158,10 +158,12 @@ def test_the_manifest_page_verifies_and_its_downloads_match_the_release(page: Pa
     page.goto(f"/ui/evals/{EVAL}/releases/2")
     expect(page.get_by_role("heading", name=f"Eval {EVAL}: release 2")).to_be_visible()
     expect(page.get_by_text("Verify OK")).to_be_visible()
+    expect(page.get_by_role("heading", name="Near pairs across the split")).to_be_visible()
+    expect(page.get_by_text("no dev item of this release is linked near a sealed item")).to_be_visible()
     dev = page.locator("section").filter(has=page.get_by_role("heading", name=re.compile(r"^Dev items")))
     expect(dev.get_by_role("heading")).to_have_text(f"Dev items ({release.dev_count})")
     expect(dev.get_by_role("row")).to_have_count(release.dev_count + 1)
-    expect(page.get_by_text(f"{release.sealed_count} sealed items.")).to_be_visible()
+    expect(page.get_by_text(f"{release.sealed_count} sealed item{'s' if release.sealed_count != 1 else ''}. Their content")).to_be_visible()
     shots(page, "release 2")
     shown = _audit_events(ui_server.engine, "release.items_read", "token:reader")
     assert shown and shown[-1].count == release.dev_count and shown[-1].object_id == f"{EVAL}/2"

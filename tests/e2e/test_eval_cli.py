@@ -49,6 +49,7 @@ def test_create_refresh_verify_and_export_from_the_command_line(cli: CliRunner, 
 
     verified = cli.invoke(app, ["verify", "--eval", "ops", "--release", "1"])
     assert verified.exit_code == 0 and "15 items, digests and Merkle roots verified" in verified.output
+    assert "cross-split near pairs: none (by the near links stored now)" in verified.output
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     for path in (first, second):
         assert cli.invoke(app, ["export", "--eval", "ops", "--release", "1", "-o", str(path)]).exit_code == 0

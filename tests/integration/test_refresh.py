@@ -3,6 +3,7 @@ content, verification, the sealed-read budget and the scheduler's catch-up of a 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,15 +34,22 @@ from tests.eval_support import item_ids_by_external_id as _ids
 KEY = b"k" * 32
 
 
+def _words(number: int, count: int = 12) -> str:
+    """`count` made-up words, letters only, that differ from number to number."""
+    letters = "".join(chr(ord("a") + int(char, 16)) for char in hashlib.sha256(str(number).encode()).hexdigest())
+    return " ".join(letters[start : start + 5] for start in range(0, 5 * count, 5))
+
+
 def kev(number: int, date: str, description: str | None = None) -> dict[str, Any]:
-    """A KEV-shaped record."""
+    """A KEV-shaped record. Records differ in words, not only in numbers: texts that differ only
+    in numbers are copies once numbers are masked, so near-linked (one group for the split)."""
     return {
         "cveID": f"CVE-2024-{number:04d}",
         "vendorProject": f"Vendor{number}",
         "product": f"Product {number}",
         "vulnerabilityName": f"Vendor{number} Product {number} flaw number {number}",
         "dateAdded": date,
-        "shortDescription": description or f"Product {number} from vendor {number} lets attackers do thing {number} via path {number * 7}.",
+        "shortDescription": description or f"Product {number} from vendor {number} lets attackers do thing {number} via path {number * 7}: {_words(number)}.",
         "requiredAction": "Apply mitigations per vendor instructions.",
         "dueDate": date,
         "knownRansomwareCampaignUse": "Unknown",

@@ -15,6 +15,7 @@ from goldenset_client.models.common import (
 )
 from goldenset_client.models.evals import (
     ApprovalPolicy,
+    CrossSplitPair,
     EvalCreate,
     EvalRead,
     EvalUpdate,
@@ -133,6 +134,7 @@ __all__ = [
     "CorpusResultIn",
     "CorpusResultsAccepted",
     "CorpusResultsPost",
+    "CrossSplitPair",
     "CutMode",
     "CutPolicy",
     "Decision",

@@ -137,6 +137,16 @@ class ReleaseDiff(_Response):
     withheld: list[int] = Field(default_factory=list)
 
 
+class CrossSplitPair(_Response):
+    """Two near-linked items on either side of the split (`dev`, `sealed`): the sealed one should
+    be taken as seen. Releases keep near groups on one side, so only earlier releases force one."""
+
+    dev: int
+    sealed: int
+    stage: str
+    score: float | None = None
+
+
 class ReleaseWithdrawal(_Response):
     """Who withdrew a release, when and why."""
 
@@ -161,6 +171,7 @@ class ReleaseSummary(_Response):
     sealed_count: int
     sealed_digest: str = "sha256"  # `hmac-sha256`: sealed digests are keyed, only the server recomputes them
     diff: ReleaseDiff
+    cross_split_pairs: list[CrossSplitPair] | None = None  # None: written before near links were recorded
     withdrawn: ReleaseWithdrawal | None = None
 
 
@@ -206,6 +217,7 @@ class ReleaseManifest(_Response):
     sealed_count: int
     sealed_digest: str = "sha256"  # `hmac-sha256`: sealed digests are keyed, only the server recomputes them
     diff: ReleaseDiff
+    cross_split_pairs: list[CrossSplitPair] | None = None  # None: written before near links were recorded
     withdrawn: ReleaseWithdrawal | None = None
     items: list[ManifestEntry]
 
