@@ -263,7 +263,11 @@ def judge(
     own = unreadable or Unreadable()
     if own.beyond(config.unreadable_share):
         details["unreadable"] = own.beyond(config.unreadable_share)
-    weighed_texts = {other_id: index.get(other_id) for other_id in [*near_enough, *(n.item_id for n in neighbours)]}
+    # A readable text is told apart from an unreadable one by its cosines already (and their
+    # characters differ): only neighbours close enough to match need the other side's shares.
+    reads_all = not own.beyond(config.unreadable_share)
+    looked_at = [n.item_id for n in neighbours if not reads_all or n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
+    weighed_texts = {other_id: index.get(other_id) for other_id in [*near_enough, *looked_at]}
     theirs = facts.unreadable({other_id: (entry.body_key, entry.title_key) for other_id, entry in weighed_texts.items()}) if weighed_texts else {}
     reading = _Reading(item, own, theirs, facts, config.unreadable_share)
     close = [n.item_id for n in neighbours if n.body_cosine >= min(thresholds["guard"], thresholds["fresh"]) or reading.blind(n.item_id, ("body",))]
