@@ -3,9 +3,9 @@
 Rows stored before carry none (NULL): curation measures those texts again from the item when it
 needs them (`curation.dedup.facts.StoredFacts.unreadable`).
 
-Revision ID: 0018
-Revises: 0017
-Create Date: 2026-12-14
+Revision ID: 0019
+Revises: 0018
+Create Date: 2026-12-05
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
