@@ -104,7 +104,7 @@ def pair_verdict(loaded: Loaded, dedup: Deduplicator, db: Any, later: str, earli
     entry = IndexedItem(b.id, b.occurred_at.timestamp(), b.content_hash, identity_digest(b.identity_key), b.id, ItemStatus.UNIQUE.value, "b", "t")
     index.add([(entry, loaded.sketch[earlier], *loaded.vectors[earlier])])
     dedup.index = index
-    return dedup.judge(a, loaded.sketch[later], *loaded.vectors[later], facts=dedup.facts(db))
+    return dedup.judge(a, loaded.sketch[later], *loaded.vectors[later], facts=dedup.facts(db), unreadable=dedup.unreadable_of(a.title, a.input))
 
 
 def engine_says_duplicate(loaded: Loaded, dedup: Deduplicator, db: Any, a: str, b: str) -> bool:

@@ -18,11 +18,14 @@ from schemas.common import NOT_BLANK, RowId, UTCDateTime, json_column_type, utcn
 
 class DedupStage(StrEnum):
     """Which test decided: `exact` (normalised hash), `minhash` (near-verbatim), `embedding`
-    (paraphrase), `override` (a person ruled it), or `none` (nothing close enough: unique)."""
+    (paraphrase), `characters` (an embedding neighbour whose text the model cannot read, matched
+    by character n-grams instead: `curation.dedup.readability`), `override` (a person ruled it),
+    or `none` (nothing close enough: unique)."""
 
     EXACT = "exact"
     MINHASH = "minhash"
     EMBEDDING = "embedding"
+    CHARACTERS = "characters"
     OVERRIDE = "override"
     NONE = "none"
 
@@ -45,12 +48,15 @@ class ItemFingerprint(SQLModel, table=True):
 
 class Embedding(SQLModel, table=True):
     """A cached embedding, keyed by the sha256 of the exact text embedded and the model: the same
-    text is never encoded twice by the same model."""
+    text is never encoded twice by the same model. `unreadable`: the share of the text the model's
+    tokenizer cannot represent (`curation.dedup.readability`), measured when it was encoded; None
+    when stored before that was measured, or by an encoder that cannot measure it."""
 
     text_hash: str = Field(max_length=64, primary_key=True)
     model_id: str = Field(max_length=255, primary_key=True)
     dim: int
     vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    unreadable: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from curation.dedup.embeddings import Encoder, Vectors
+from curation.dedup.readability import unreadable_shares
 from ingest.mapping import Mapping, load_mapping
 from ingest.readers import iter_jsonl
 from schemas.item import Item
@@ -54,6 +55,9 @@ class MemoEncoder:
             if not texts:
                 return np.zeros((0, self.dim), dtype=np.float32)
             return np.vstack([self._vectors[text] for text in texts]).astype(np.float32)
+
+    def unreadable(self, texts: Sequence[str]) -> list[float | None]:
+        return unreadable_shares(self.inner, texts)
 
 
 class CountingEncoder:

@@ -32,7 +32,8 @@ import numpy as np
 from filelock import FileLock, Timeout
 from numpy.typing import NDArray
 
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_folder, model_id_of
+from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, SPECIAL_TOKENS, Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_folder, model_id_of
+from curation.dedup.readability import ReadabilityMeter
 
 logger = logging.getLogger("goldenset.embeddings")
 
@@ -315,6 +316,11 @@ class ExportedEncoder:
         self.max_seq_length = max_seq_length
         self.dim = model_dim_of(path)
         self.model_id = backend_model_id(path, self.backend, max_seq_length=max_seq_length)
+        self._meter = ReadabilityMeter.from_model_folder(model_path, max_seq_length=max_seq_length - SPECIAL_TOKENS)
+
+    def unreadable(self, texts: Sequence[str]) -> list[float]:
+        """The share of each text this model's tokenizer cannot represent (`curation.dedup.readability`)."""
+        return self._meter.shares(texts)
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)

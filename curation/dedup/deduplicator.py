@@ -29,6 +29,7 @@ from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vec
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
+from curation.dedup.readability import Unreadable, unreadable_shares
 from curation.dedup.rules import DedupConfig, Facts, NearLinkTo, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
@@ -71,6 +72,7 @@ class _Candidate:
     title: Vectors | None = None
     body_key: str | None = None
     title_key: str | None = None
+    unreadable: Unreadable = field(default_factory=Unreadable)
 
 
 @dataclass
@@ -256,12 +258,14 @@ class Deduplicator:
         if not candidates:
             return []
         texts = [body_text(c.item.title, c.item.input) for c in candidates] + [title_text(c.item.title, c.item.input) for c in candidates]
-        keys, vectors, fresh = self.embeddings.lookup(session, texts)
+        found = self.embeddings.read(session, texts)
+        keys, vectors, shares = found.keys, found.vectors, found.unreadable
         half = len(candidates)
         for position, candidate in enumerate(candidates):
             candidate.body, candidate.title = vectors[position], vectors[half + position]
             candidate.body_key, candidate.title_key = keys[position], keys[half + position]
-        return fresh
+            candidate.unreadable = Unreadable(shares[position], shares[half + position])
+        return found.fresh
 
     def _decide_prepared(self, session: Session, prepared: _Prepared, summary: CurationSummary) -> None:
         assert self.index is not None
@@ -310,7 +314,7 @@ class Deduplicator:
             ruling = (NearLinkTo(ruled, DedupStage.OVERRIDE.value, None),)
             verdict = Verdict(status, DedupStage.OVERRIDE.value, None, ruled, {"rule": "override", "matched_item": ruled}, ruling)
         else:
-            verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, facts=facts, exclude=(item.id,))
+            verdict = self.judge(item, candidate.sketch, candidate.body, candidate.title, facts=facts, exclude=(item.id,), unreadable=candidate.unreadable)
         if candidate.body is None:
             # A text whose normalised form is already indexed is never embedded: it shares the
             # vectors of the item it copies (the same text up to masked tokens), so it can still be
@@ -388,19 +392,27 @@ class Deduplicator:
         self.index.set_root(matched.item_id, item.id, ItemStatus.DUPLICATE.value)
         return True
 
-    def judge(self, item: Item, sketch: Any, body: Vectors | None, title: Vectors | None, *, facts: Facts, exclude: Sequence[int] = ()) -> Verdict:
-        """The verdict on one text against the index (no writes; `curation.dedup.rules`)."""
+    def judge(
+        self, item: Item, sketch: Any, body: Vectors | None, title: Vectors | None, *, facts: Facts, exclude: Sequence[int] = (), unreadable: Unreadable | None = None
+    ) -> Verdict:
+        """The verdict on one text against the index (no writes; `curation.dedup.rules`).
+        `unreadable`: the shares of its body and title texts the model cannot read."""
         index = self.index
         assert index is not None
         kind = self.text_kind_of(item.title, item.input)
         details: dict[str, Any] = {"recipe": self.recipe.key, "model": self.encoder.model_id, "text": kind.value}
-        return judge(item, sketch, body, title, index=index, kind=kind, config=self.config, facts=facts, details=details, exclude=exclude)
+        return judge(item, sketch, body, title, index=index, kind=kind, config=self.config, facts=facts, details=details, exclude=exclude, unreadable=unreadable)
 
     def text_kind_of(self, title: str, input_text: str) -> TextKind:
         """The kind of an item's text (`curation.dedup.text_kind`), which picks the rules and thresholds."""
         text = dedup_text(title, input_text)
         normalised = normalise_text(text)
         return text_kind(text, normalised, len(normalised_tokens(normalised)), short_tokens=self.recipe.short_tokens)
+
+    def unreadable_of(self, title: str, input_text: str) -> Unreadable:
+        """The shares of a text's body and title the model cannot read (measured now, not stored)."""
+        body, title_share = unreadable_shares(self.encoder, [body_text(title, input_text), title_text(title, input_text)])
+        return Unreadable(body, title_share)
 
     def embed_one(self, title: str, input_text: str) -> tuple[Vectors, Vectors]:
         """Body and title vectors of a text, encoded now and not stored (for checks)."""

@@ -12,9 +12,10 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import NotRequired, Protocol, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +29,7 @@ Vectors = NDArray[np.float32]
 BODY_CHARACTERS = 1000
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_MAX_SEQ_LENGTH = 256
+SPECIAL_TOKENS = 2  # a BERT-style input's [CLS] and [SEP] count against max_seq_length
 TITLE_CHARACTERS = 300
 
 
@@ -109,6 +111,13 @@ class SentenceTransformerEncoder:
             raise ValueError(f"{model_path} does not say its embedding dimension")
         self.dim = int(dim)
         self.model_id = model_id_of(path, max_seq_length=max_seq_length)
+        from curation.dedup.readability import ReadabilityMeter
+
+        self._meter = ReadabilityMeter.from_model_folder(model_path, max_seq_length=max_seq_length - SPECIAL_TOKENS)
+
+    def unreadable(self, texts: Sequence[str]) -> list[float]:
+        """The share of each text this model's tokenizer cannot represent (`curation.dedup.readability`)."""
+        return self._meter.shares(texts)
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         if not texts:
@@ -141,6 +150,7 @@ class NewEmbedding(TypedDict):
     dim: int
     vector: bytes
     created_at: datetime
+    unreadable: NotRequired[float | None]
 
 
 def store_embeddings(session: Session, rows: Sequence[NewEmbedding], *, skip_stored: bool = False) -> None:
@@ -158,7 +168,18 @@ def store_embeddings(session: Session, rows: Sequence[NewEmbedding], *, skip_sto
                     unique.pop((stored, model_id), None)
         rows = list(unique.values())
     if rows:
-        session.execute(insert(Embedding), list(rows))
+        session.execute(insert(Embedding), [{**row, "unreadable": row.get("unreadable")} for row in rows])
+
+
+@dataclass(frozen=True)
+class LookedUp:
+    """What `EmbeddingCache.read` found for texts, row for row: their keys, vectors and unreadable
+    shares (None: not measured), and the rows of those just encoded (not stored yet)."""
+
+    keys: list[str]
+    vectors: Vectors
+    fresh: list[NewEmbedding]
+    unreadable: list[float | None]
 
 
 class EmbeddingCache:
@@ -181,27 +202,56 @@ class EmbeddingCache:
         """The keys and vectors of `texts` (rows in order), and the rows of those just encoded,
         which the caller stores with `store_embeddings` (nothing is written here: `session` may be
         a read-only one)."""
+        found = self.read(session, texts)
+        return found.keys, found.vectors, found.fresh
+
+    def read(self, session: Session, texts: Sequence[str]) -> LookedUp:
+        """`lookup`, with each text's unreadable share (`curation.dedup.readability`): measured
+        with the model's tokenizer as a text is encoded and stored with its vector; a text stored
+        before shares were measured is measured again here (tokenizing costs about 1 ms a text,
+        encoding 20-50 ms). None where the encoder cannot measure it."""
+        from curation.dedup.readability import unreadable_shares
+
         keys = [text_hash(text) for text in texts]
         wanted = set(keys)
         found: dict[str, Vectors] = {}
+        shares: dict[str, float | None] = {}
         unique_keys = list(wanted)
         for start in range(0, len(unique_keys), 500):
             chunk = unique_keys[start : start + 500]
             query = select(Embedding).where(Embedding.model_id == self.encoder.model_id, col(Embedding.text_hash).in_(chunk))
             for row in session.exec(query):
                 found[row.text_hash] = np.frombuffer(row.vector, dtype=np.float32)
+                shares[row.text_hash] = row.unreadable
         missing: dict[str, str] = {}
+        unmeasured: dict[str, str] = {}
         for key, text in zip(keys, texts, strict=True):
             if key not in found and key not in missing:
                 missing[key] = text
+            elif key in found and shares.get(key) is None:
+                unmeasured[key] = text
         fresh: list[NewEmbedding] = []
         if missing:
             with self._encoding:
                 encoded = self.encoder.encode(list(missing.values()))
+                measured = unreadable_shares(self.encoder, list(missing.values()))
                 self.encoded += len(missing)
             now = utcnow()
-            for key, vector in zip(missing, encoded, strict=True):
+            for (key, vector), share in zip(zip(missing, encoded, strict=True), measured, strict=True):
                 found[key] = vector
-                fresh.append({"text_hash": key, "model_id": self.encoder.model_id, "dim": self.encoder.dim, "vector": vector.astype(np.float32).tobytes(), "created_at": now})
+                shares[key] = share
+                fresh.append(
+                    {
+                        "text_hash": key,
+                        "model_id": self.encoder.model_id,
+                        "dim": self.encoder.dim,
+                        "vector": vector.astype(np.float32).tobytes(),
+                        "created_at": now,
+                        "unreadable": share,
+                    }
+                )
+        if unmeasured:
+            with self._encoding:
+                shares.update(zip(unmeasured, unreadable_shares(self.encoder, list(unmeasured.values())), strict=True))
         matrix = np.vstack([found[key] for key in keys]).astype(np.float32) if keys else np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return keys, matrix, fresh
+        return LookedUp(keys, matrix, fresh, [shares.get(key) for key in keys])

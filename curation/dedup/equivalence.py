@@ -148,10 +148,11 @@ def adopt_vectors(session: Session, check: EquivalenceCheck) -> tuple[int, int]:
         )
     present = aliased(Embedding)
     already = exists().where(col(present.text_hash) == col(Embedding.text_hash), col(present.model_id) == check.to_model_id)
-    copies = sa_select(col(Embedding.text_hash), literal(check.to_model_id), col(Embedding.dim), col(Embedding.vector), literal(utcnow(), UTCDateTime())).where(
-        col(Embedding.model_id) == check.from_model_id, ~already
-    )
-    columns = ["text_hash", "model_id", "dim", "vector", "created_at"]
+    # The same weights run another way read with the same tokenizer: the unreadable shares hold too.
+    copies = sa_select(
+        col(Embedding.text_hash), literal(check.to_model_id), col(Embedding.dim), col(Embedding.vector), literal(utcnow(), UTCDateTime()), col(Embedding.unreadable)
+    ).where(col(Embedding.model_id) == check.from_model_id, ~already)
+    columns = ["text_hash", "model_id", "dim", "vector", "created_at", "unreadable"]
     connection = session.connection()
     copied = connection.execute(insert(Embedding).from_select(columns, copies)).rowcount
     moved = connection.execute(update(ItemFingerprint).where(col(ItemFingerprint.model_id) == check.from_model_id).values(model_id=check.to_model_id)).rowcount

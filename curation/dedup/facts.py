@@ -7,16 +7,17 @@ the index holds no text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from curation.dedup.boilerplate import SAMPLE, CommonLines, common_lines
-from curation.dedup.embeddings import EmbeddingCache, Vectors, text_hash
+from curation.dedup.embeddings import EmbeddingCache, Vectors, body_text, text_hash, title_text
+from curation.dedup.readability import Unreadable, unreadable_shares
 from curation.dedup.rules import ItemText
-from schemas.dedup import DedupOverride, OverrideKind
+from schemas.dedup import DedupOverride, Embedding, OverrideKind
 from schemas.evals import EvalItem
 from schemas.item import Item
 
@@ -93,6 +94,33 @@ class StoredFacts:
 
     def embed(self, texts: Sequence[str]) -> Vectors | None:
         return None if self.memory is None else self.memory.vectors(self.session, texts)
+
+    def unreadable(self, keys: Mapping[int, tuple[str | None, str | None]]) -> dict[int, Unreadable]:
+        """The shares of items' body and title texts (`keys`: each item's body and title text
+        hashes) stored with their vectors under the encoder's model; a text stored before shares
+        were measured is measured now from the item's text. Without a `memory`, nothing is measured."""
+        if self.memory is None or not keys:
+            return {}
+        encoder = self.memory.embeddings.encoder
+        hashes = sorted({key for pair in keys.values() for key in pair if key})
+        stored: dict[str, float] = {}
+        for start in range(0, len(hashes), 500):
+            query = select(Embedding.text_hash, Embedding.unreadable).where(
+                Embedding.model_id == encoder.model_id, col(Embedding.text_hash).in_(hashes[start : start + 500]), col(Embedding.unreadable).is_not(None)
+            )
+            stored.update((key, float(share)) for key, share in self.session.exec(query).all() if share is not None)
+        found = {item_id: Unreadable(stored.get(body or ""), stored.get(title or "")) for item_id, (body, title) in keys.items()}
+        unmeasured = [item_id for item_id, shares in found.items() if shares.body is None or shares.title is None]
+        texts = self.texts(unmeasured) if unmeasured else {}
+        if texts:
+            ordered = list(texts.items())
+            measured = unreadable_shares(encoder, [body_text(t.title, t.input) for _, t in ordered] + [title_text(t.title, t.input) for _, t in ordered])
+            for position, (item_id, _) in enumerate(ordered):
+                known = found[item_id]
+                body_share = known.body if known.body is not None else measured[position]
+                title_share = known.title if known.title is not None else measured[len(ordered) + position]
+                found[item_id] = Unreadable(body_share, title_share)
+        return found
 
     def guarded(self, item_ids: Collection[int]) -> set[int]:
         missing = sorted(set(item_ids) - set(self._guarded))

@@ -41,6 +41,7 @@ from pydantic import SecretStr
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from curation.dedup.embeddings import Vectors
+from curation.dedup.readability import ReadabilityMeter
 from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
 
 logger = logging.getLogger("goldenset.curation")
@@ -161,6 +162,7 @@ class HttpEncoder:
         timeout_seconds: float = 30.0,
         max_attempts: int = 5,
         sleep: Callable[[float], None] = time.sleep,
+        meter: ReadabilityMeter | None = None,
     ) -> None:
         if not model:
             raise ValueError("name the model the embedding server should run (the `model` field of each request)")
@@ -183,6 +185,14 @@ class HttpEncoder:
         self._where = f"the embedding server {shown_url(self.url)}" + (f" (endpoint {endpoint!r})" if endpoint else "")
         self.requests = 0
         self._count_lock = threading.Lock()
+        self._meter = meter
+
+    def unreadable(self, texts: Sequence[str]) -> list[float | None]:
+        """The share of each text the server's model cannot read, measured with the tokenizer of
+        that model named by `meter` (`curation.dedup.readability`); None for each without one."""
+        if self._meter is None:
+            return [None] * len(texts)
+        return list(self._meter.shares(texts))
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, in order; raises `EmbeddingServiceError`."""

@@ -18,6 +18,14 @@ corpus lets contamination back in. So the rules differ by what the text is match
 - `machine`: a short machine-written message (a log line, an alert) matches only exact and
   near-verbatim copies: two such lines that differ in one word are usually different events.
 
+Where either text of a pair is one the model cannot read (`unreadable_share` of its body or title
+unknown or spelled out: Chinese, Russian or emoji-heavy text for an English model,
+`curation.dedup.readability`), the embedding of that field is no evidence: exact and MinHash
+still decide, and an embedding neighbour matches only when that field's texts are alike in
+character n-grams (`unreadable_characters_threshold`), recorded as stage `characters`; the
+decision's details name the unreadable fields (`unreadable`), and an embedding match refused
+for it is listed among the vetoed.
+
 Every rule also needs the two titles to name nothing different
 (`curation.dedup.identifiers.distinction`: another version, CVE, module, test, host, template
 target or scope); a short text without a title (a log line, a headline) is all content and is
@@ -29,15 +37,17 @@ threshold that applied.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from curation.dedup.ann_file import AnnConfig
 from curation.dedup.boilerplate import CommonLines
-from curation.dedup.embeddings import Vectors, body_text
+from curation.dedup.embeddings import Vectors, body_text, title_text
 from curation.dedup.identifiers import distinction
 from curation.dedup.index import SimilarityIndex
+from curation.dedup.lexical import lexical_similarity
+from curation.dedup.readability import Unreadable
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
 from schemas.dedup import DedupStage
@@ -63,6 +73,13 @@ class DedupConfig:
     without a title) and `fresh_title_threshold`: body and title cosines a paraphrase of a fresh item needs, both
     (on the labelled nearest neighbours of Hadoop reports, pairs below 0.85 were almost all
     related but distinct; short headlines that say one thing in other words sit near 0.75).
+    `unreadable_share`: the share of a body or title text (`curation.dedup.readability`) above
+    which the model's embedding of it is no evidence (English and code score at most 0.24 for a
+    Hadoop title and 0.42 for a body that is mostly a hashed URL; every distinct pair of Chinese,
+    Russian, Japanese, Korean, emoji-heavy or mixed titles at title cosine >= 0.70 had a side above
+    0.3: `bench/unreadable_text.py`). `unreadable_characters_threshold`: the character n-gram
+    similarity (`curation.dedup.lexical`) such a field needs instead (distinct titles of those
+    kinds reach 0.54; an edit of a few characters keeps 0.75 or more).
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
     searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
     """
@@ -73,6 +90,8 @@ class DedupConfig:
     fresh_embedding_threshold: float = 0.85
     fresh_short_embedding_threshold: float = 0.75
     fresh_title_threshold: float = 0.70
+    unreadable_share: float = 0.3
+    unreadable_characters_threshold: float = 0.7
     neighbours: int = 10
     batch_size: int = 256
     ann: AnnConfig = field(default_factory=AnnConfig)
@@ -85,6 +104,8 @@ class DedupConfig:
             "fresh_embedding_threshold",
             "fresh_short_embedding_threshold",
             "fresh_title_threshold",
+            "unreadable_share",
+            "unreadable_characters_threshold",
         ):
             value = getattr(self, name)
             if not 0 < value <= 1:
@@ -179,6 +200,9 @@ class Facts(Protocol):
     def kept_apart(self, item_id: int) -> set[int]:
         """The items a person ruled not a duplicate of `item_id`, either way round."""
 
+    def unreadable(self, keys: Mapping[int, tuple[str | None, str | None]]) -> dict[int, Unreadable]:
+        """The shares of items' body and title texts (by their text hashes) the model cannot read."""
+
 
 def display_title(title: str, input_text: str) -> str:
     """The title a decision compares: the item's, or the first line of its input."""
@@ -192,6 +216,34 @@ class _Match:
     score: float
     threshold: float
     other: int
+    read_as_characters: dict[str, float] = field(default_factory=dict)
+
+
+class _Reading:
+    """Which fields of a pair the model cannot read, and how alike those fields are in characters."""
+
+    FIELDS = ("body", "title")
+
+    def __init__(self, item: Item, own: Unreadable, theirs: Mapping[int, Unreadable], facts: Facts, limit: float) -> None:
+        self.item, self.own, self.theirs, self.facts, self.limit = item, own, theirs, facts, limit
+
+    def blind(self, other_id: int, fields: Sequence[str] = FIELDS) -> dict[str, float]:
+        """The fields either text of the pair cannot be read in, each with the larger share."""
+        theirs = self.theirs.get(other_id, Unreadable())
+        found: dict[str, float] = {}
+        for name in fields:
+            shares = [share for share in (getattr(self.own, name), getattr(theirs, name)) if share is not None]
+            if shares and max(shares) > self.limit:
+                found[name] = round(max(shares), 2)
+        return found
+
+    def characters(self, other_id: int, name: str) -> float:
+        """The character n-gram similarity of the pair's `name` texts (0 when the other's text is not known)."""
+        other = self.facts.texts([other_id]).get(other_id)
+        if other is None:
+            return 0.0
+        text = body_text if name == "body" else title_text
+        return round(float(lexical_similarity(text(self.item.title, self.item.input), [text(other.title, other.input)])[0]), 4)
 
 
 def judge(
@@ -206,9 +258,11 @@ def judge(
     facts: Facts,
     details: dict[str, Any],
     exclude: Sequence[int] = (),
+    unreadable: Unreadable | None = None,
 ) -> Verdict:
     """The verdict on one text against `index` (no writes). `details` starts the decision's
-    explanation (recipe, model, text kind); the rule, scores and any vetoed match are added."""
+    explanation (recipe, model, text kind); the rule, scores and any vetoed match are added.
+    `unreadable`: the shares of the text's body and title the model cannot read (None: unknown)."""
     excluded = set(exclude) | (facts.kept_apart(item.id) if item.id is not None else set())
     mine = ItemText(item.source_id, item.title, item.input)
     thresholds = config.thresholds(kind, titled=bool(item.title))
@@ -232,11 +286,23 @@ def judge(
     found_exact = index.exact(item.content_hash)
     # An exact copy of any member is the same text; a representative is named first when one is copied.
     exact = sorted((other_id for other_id in found_exact if compatible(other_id)), key=lambda other_id: not representative(other_id))
-    links = near_links(item.id, set(exclude), found_exact, found_near, [(n.item_id, n.body_cosine) for n in found_neighbours], config.link_levels(kind))
     bare_line = kind is TextKind.MACHINE and not item.title  # a log line: nothing but its text
     # Only items that could match are looked up (guard status, texts): most candidates have none.
     near_enough = [other_id for other_id, score in near if score >= config.minhash_threshold and representative(other_id)]
-    close = [n.item_id for n in neighbours if n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
+    own = unreadable or Unreadable()
+    if own.beyond(config.unreadable_share):
+        details["unreadable"] = own.beyond(config.unreadable_share)
+    # A body the model cannot read is near anything by its cosine: it links by its copies and sketches only.
+    embedded = [] if "body" in own.beyond(config.unreadable_share) else [(n.item_id, n.body_cosine) for n in found_neighbours]
+    links = near_links(item.id, set(exclude), found_exact, found_near, embedded, config.link_levels(kind))
+    # A readable text is told apart from an unreadable one by its cosines already (and their
+    # characters differ): only neighbours close enough to match need the other side's shares.
+    reads_all = not own.beyond(config.unreadable_share)
+    looked_at = [n.item_id for n in neighbours if not reads_all or n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
+    weighed_texts = {other_id: index.get(other_id) for other_id in [*near_enough, *looked_at]}
+    theirs = facts.unreadable({other_id: (entry.body_key, entry.title_key) for other_id, entry in weighed_texts.items()}) if weighed_texts else {}
+    reading = _Reading(item, own, theirs, facts, config.unreadable_share)
+    close = [n.item_id for n in neighbours if n.body_cosine >= min(thresholds["guard"], thresholds["fresh"]) or reading.blind(n.item_id, ("body",))]
     weighed = [*near_enough, *close]
     guarded = (facts.guarded(weighed) if weighed else set()) | {other_id for other_id in weighed if index.get(other_id).status == ItemStatus.REFERENCE.value}
     if near:
@@ -261,14 +327,19 @@ def judge(
     for other_id, score in near:
         if score >= config.minhash_threshold and (representative(other_id)):
             rule = "machine" if kind is TextKind.MACHINE else ("guard" if other_id in guarded else "fresh")
-            if rule == "fresh" and title is not None and float(index.vectors(other_id)[1] @ title) < thresholds["fresh_title"]:
-                continue  # the same words under another title: one report quoting another, a list of failures
+            if rule == "fresh" and title is not None:
+                # The same words under another title (one report quoting another, a list of
+                # failures); a title the model cannot read is compared by its characters.
+                if reading.blind(other_id, ("title",)):
+                    if reading.characters(other_id, "title") < config.unreadable_characters_threshold:
+                        continue
+                elif float(index.vectors(other_id)[1] @ title) < thresholds["fresh_title"]:
+                    continue
             candidates.append(_Match(DedupStage.MINHASH, rule, score, config.minhash_threshold, other_id))
     for neighbour in neighbours:
-        if neighbour.item_id in guarded and neighbour.body_cosine >= thresholds["guard"]:
-            candidates.append(_Match(DedupStage.EMBEDDING, "guard", neighbour.body_cosine, thresholds["guard"], neighbour.item_id))
-        elif neighbour.body_cosine >= thresholds["fresh"] and neighbour.title_cosine >= thresholds["fresh_title"]:
-            candidates.append(_Match(DedupStage.EMBEDDING, "fresh", neighbour.body_cosine, thresholds["fresh"], neighbour.item_id))
+        match = _embedding_match(neighbour.item_id, neighbour.body_cosine, neighbour.title_cosine, neighbour.item_id in guarded, thresholds, config, reading, details)
+        if match is not None:
+            candidates.append(match)
     texts = facts.texts([match.other for match in candidates]) if candidates and not bare_line else {}
     for match in candidates:
         why = apart(match)
@@ -281,6 +352,8 @@ def judge(
         contaminated = ItemStatus.REFERENCE.value in (other.status, index.get(other.root).status if other.root in index else other.status)
         status = ItemStatus.CONTAMINATED.value if contaminated else ItemStatus.DUPLICATE.value
         explained = {**details, "rule": match.rule, "matched_item": match.other, "margin": round(match.score - match.threshold, 4)}
+        if match.read_as_characters:
+            explained["read_as_characters"] = match.read_as_characters
         return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained, links)
     return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details, links=links)
 
@@ -313,6 +386,39 @@ def near_links(
             if cosine >= levels["embedding"]:
                 add(other, DedupStage.EMBEDDING, cosine)
     return tuple(links.values())
+
+
+def _embedding_match(
+    other_id: int, body_cosine: float, title_cosine: float, guarded: bool, thresholds: dict[str, float], config: DedupConfig, reading: _Reading, details: dict[str, Any]
+) -> _Match | None:
+    """The embedding rule (`guard` on the body, `fresh` on body and title) a neighbour passes, or
+    None. A field either text cannot be read in passes by its characters instead of its cosine
+    (stage `characters`); a match the cosines alone would have made, refused so, is listed among
+    the vetoed with why."""
+    rule, fields = ("guard", ("body",)) if guarded else ("fresh", ("body", "title"))
+    cosines = {"body": body_cosine, "title": title_cosine}
+    needed = {"body": thresholds[rule], "title": thresholds["fresh_title"]}
+    blind = reading.blind(other_id, fields)
+    if guarded and not blind and body_cosine < thresholds["guard"]:
+        return _embedding_match(other_id, body_cosine, title_cosine, False, thresholds, config, reading, details)
+    if not blind:
+        if all(cosines[name] >= needed[name] for name in fields):
+            return _Match(DedupStage.EMBEDDING, rule, body_cosine, thresholds[rule], other_id)
+        return None
+    alike = {name: reading.characters(other_id, name) for name in blind}
+    if all(cosines[name] >= needed[name] for name in fields if name not in blind) and all(score >= config.unreadable_characters_threshold for score in alike.values()):
+        score = min(alike.values())
+        return _Match(DedupStage.CHARACTERS, rule, score, config.unreadable_characters_threshold, other_id, alike)
+    if all(cosines[name] >= needed[name] for name in fields):
+        vetoed = details.setdefault("vetoed", [])
+        if len(vetoed) < VETOES_SHOWN and all(entry["item"] != other_id for entry in vetoed):
+            unread = ", ".join(f"{name} {share:.0%}" for name, share in blind.items())
+            chars = ", ".join(f"{name} {score:.2f}" for name, score in alike.items())
+            why = f"the model cannot read the text ({unread} unknown or spelled out): alike in characters {chars}, {config.unreadable_characters_threshold} needed"
+            vetoed.append({"item": other_id, "stage": DedupStage.EMBEDDING.value, "score": round(body_cosine, 4), "why": why, "unreadable": blind})
+    if guarded:
+        return _embedding_match(other_id, body_cosine, title_cosine, False, thresholds, config, reading, details)
+    return None
 
 
 def _alike_in_template_only(mine: ItemText, other: ItemText, facts: Facts, threshold: float) -> str | None:

@@ -149,7 +149,8 @@ def check_text(session: Session, deduplicator: Deduplicator, *, title: str, inpu
         identity_key=identity,
         record_digest="",
     )
-    verdict = deduplicator.judge(probe, sketch, body, title_vector, facts=deduplicator.facts(session))
+    unreadable = deduplicator.unreadable_of(title, input_text)
+    verdict = deduplicator.judge(probe, sketch, body, title_vector, facts=deduplicator.facts(session), unreadable=unreadable)
     return verdict, rank_similar(session, index, text=text, body=body, title=title_vector, sketch=sketch, k=k)
 
 

@@ -81,6 +81,11 @@ class Settings(BaseSettings):
     )
     embedding_remote_model: str | None = Field(default=None, description="`http` backend: the model name sent in each request.")
     embedding_dim: int | None = Field(default=None, gt=0, le=65536, description="`http` backend: the dimension of the server's vectors; an answer of another is an error.")
+    embedding_tokenizer: str | None = Field(
+        default=None,
+        description="`http` backend: a folder holding the server model's tokenizer.json; the share of each text the model cannot read is measured with it "
+        "(unset: not measured, and embeddings decide every text).",
+    )
     embedding_api_key: SecretStr | None = Field(default=None, description="`http` backend: sent as `Authorization: Bearer`; never logged.")
     embedding_batch_size: int = Field(default=32, gt=0, le=2048, description="`http` backend: texts per request (TEI refuses more than 32 by default).")
     embedding_concurrency: int = Field(default=4, gt=0, le=64, description="`http` backend: requests in flight at once.")

@@ -15,6 +15,7 @@ from sqlmodel import Session
 from curation.dedup.backend_choice import AUTO, FP32, machine_choice, recorded_choice, stored_choice, stored_model_ids
 from curation.dedup.backends import backend_model_id, load_encoder
 from curation.dedup.embeddings import Encoder, Vectors, model_dim_of
+from curation.dedup.readability import unreadable_shares
 from service.core.settings import Settings
 from service.dedup.http_backend import http_identity, shared_http_encoder
 
@@ -62,6 +63,11 @@ class SerialEncoder:
     def encode(self, texts: Sequence[str]) -> Vectors:
         with self._lock:
             return self.inner.encode(texts)
+
+    def unreadable(self, texts: Sequence[str]) -> list[float | None]:
+        """The inner model's unreadable shares (`curation.dedup.readability`), None where it cannot measure."""
+        with self._lock:
+            return unreadable_shares(self.inner, texts)
 
 
 def effective_backend(settings: Settings, engine: Engine | None = None, *, measure: bool = True) -> str:

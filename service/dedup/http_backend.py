@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from curation.dedup.embeddings import Encoder
 from curation.dedup.http_encoder import HttpEncoder, embeddings_url, http_model_id, shown_url
+from curation.dedup.readability import ReadabilityMeter
 from curation.runs.gate import judge_terms
 from schemas.common import utcnow
 from schemas.model_registry import Endpoint
@@ -68,6 +69,7 @@ def http_encoder(settings: Settings) -> HttpEncoder:
         concurrency=settings.embedding_concurrency,
         timeout_seconds=settings.embedding_timeout_seconds,
         max_attempts=settings.embedding_max_attempts,
+        meter=ReadabilityMeter.from_model_folder(settings.embedding_tokenizer) if settings.embedding_tokenizer else None,
     )
 
 
@@ -85,6 +87,7 @@ def shared_http_encoder(settings: Settings) -> HttpEncoder:
             settings.embedding_concurrency,
             settings.embedding_timeout_seconds,
             settings.embedding_max_attempts,
+            settings.embedding_tokenizer,
             hashlib.sha256(api_key.encode()).hexdigest(),
         )
     )

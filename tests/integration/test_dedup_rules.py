@@ -208,3 +208,60 @@ def test_redecide_applies_new_thresholds_and_keeps_what_people_decided(engine: E
 
     again = run_redecide(engine, settings, encoder=encoder)
     assert again.changes == [] and again.reopened == summary.reopened
+
+
+# A VS Code report body written in Chinese: clauses split by full-width commas, so MinHash sees words.
+EDITOR_CRASH = (
+    "打开大文件时编辑器崩溃，错误日志显示内存不足，重启以后问题依旧，禁用所有插件也没有用，换了工作区也一样，清空缓存也不行，"
+    "降级到上个版本正常，文件大约两百兆，是一个日志文件，系统是视窗十一，内存有十六个吉，希望尽快修复"
+)
+EDITOR_CRASH_EDITED = EDITOR_CRASH.replace("希望尽快修复", "麻烦看一下")
+
+
+def test_text_the_model_cannot_read_is_never_merged_on_embeddings(engine: Engine, settings: Settings, encoder: MemoEncoder) -> None:
+    """Two short Chinese titles the English model turns into unknown tokens embed alike; with the same
+    one-line body they stay two items, while exact and near-verbatim copies still merge."""
+    body = "打开项目以后就一直这样"
+    records = [
+        {"id": "SLOW", "created": "2024-03-01T10:00:00", "title": "编辑特别卡顿", "description": body},
+        {"id": "DENIED", "created": "2024-03-02T10:00:00", "title": "拒绝访问", "description": body},
+        {"id": "DENIED-AGAIN", "created": "2024-03-03T10:00:00", "title": "拒绝访问", "description": body},
+        {"id": "CRASH", "created": "2024-03-04T10:00:00", "title": "打开大文件时崩溃", "description": EDITOR_CRASH},
+        {"id": "CRASH-EDITED", "created": "2024-03-05T10:00:00", "title": "打开大文件时崩溃", "description": EDITOR_CRASH_EDITED},
+    ]
+    ingest(engine, "vscode", records)
+    run_curation(engine, settings, encoder=encoder)
+    with Session(engine) as session:
+        items = _decided(session)
+        assert items["SLOW"].status == items["DENIED"].status == ItemStatus.UNIQUE.value
+        decision = _decision(session, items["DENIED"])
+        assert decision.details["unreadable"]["title"] > 0.9 and decision.details["unreadable"]["body"] > 0.8
+        # The embedding alone would have merged them: the refusal is listed with the fields it could not read.
+        vetoed = {entry["item"]: entry for entry in decision.details["vetoed"]}
+        refused = vetoed[items["SLOW"].id]
+        assert refused["stage"] == "embedding" and refused["score"] >= settings.dedup_config().fresh_embedding_threshold
+        assert set(refused["unreadable"]) == {"body", "title"} and "cannot read" in refused["why"]
+        again = items["DENIED-AGAIN"]
+        assert (again.status, again.duplicate_of) == (ItemStatus.DUPLICATE.value, items["DENIED"].id)
+        assert _decision(session, again).stage == "exact"
+        edited = items["CRASH-EDITED"]
+        assert (edited.status, edited.duplicate_of) == (ItemStatus.DUPLICATE.value, items["CRASH"].id)
+        decision = _decision(session, edited)
+        assert decision.stage == "minhash" and decision.details["unreadable"]["title"] > 0.5
+
+
+def test_english_translations_stay_readable(engine: Engine, settings: Settings, encoder: MemoEncoder) -> None:
+    """The same reports in English: nothing is unreadable, and the decision is the embedding's own."""
+    body = "It has been like this ever since the project was opened."
+    records = [
+        {"id": "SLOW", "created": "2024-03-01T10:00:00", "title": "Editing is extremely sluggish", "description": body},
+        {"id": "DENIED", "created": "2024-03-02T10:00:00", "title": "Access denied", "description": body},
+    ]
+    ingest(engine, "vscode-en", records)
+    run_curation(engine, settings, encoder=encoder)
+    with Session(engine) as session:
+        items = _decided(session)
+        assert items["DENIED"].status == ItemStatus.UNIQUE.value
+        decision = _decision(session, items["DENIED"])
+        assert "unreadable" not in decision.details
+        assert all("cannot read" not in entry["why"] for entry in decision.details.get("vetoed", []))
