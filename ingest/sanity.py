@@ -75,17 +75,25 @@ def loads(text: str) -> Any:
         raise json.JSONDecodeError("the document nests too deeply to be read", text, 0) from exc
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> Any:
-    """The object of `pairs`, or an `Unreadable` naming the first key that comes twice."""
-    value = dict(pairs)
-    if len(value) == len(pairs):
-        return value
+def repeated_key(pairs: list[tuple[str, Any]]) -> str | None:
+    """The first key that comes twice among a JSON object's `pairs` (as `json.loads` hands them to
+    an `object_pairs_hook`), or None when every key is unique."""
+    if len({key for key, _ in pairs}) == len(pairs):
+        return None
     seen: set[str] = set()
     for key, _ in pairs:
         if key in seen:
-            return Unreadable("duplicate_key", f"has the key {key!r} more than once; each key of an object must be unique")
+            return key
         seen.add(key)
-    return value  # pragma: no cover - a shorter dict has a repeated key
+    return None  # pragma: no cover - fewer distinct keys than pairs means one repeats
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> Any:
+    """The object of `pairs`, or an `Unreadable` naming the first key that comes twice."""
+    key = repeated_key(pairs)
+    if key is None:
+        return dict(pairs)
+    return Unreadable("duplicate_key", f"has the key {key!r} more than once; each key of an object must be unique")
 
 
 def _read_int(digits: str) -> int | Unreadable:

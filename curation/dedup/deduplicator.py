@@ -22,20 +22,22 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, update
+from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
+from curation.dedup.batch_writes import BatchWrites
 from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vectors, body_text, store_embeddings, title_text
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
+from curation.dedup.near_links import NearLinkTo
 from curation.dedup.readability import Unreadable, unreadable_shares
-from curation.dedup.rules import DedupConfig, Facts, NearLinkTo, Verdict, judge
+from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.common import utcnow
-from schemas.dedup import DedupDecision, DedupStage, ItemFingerprint, NearLink
+from schemas.dedup import DedupStage, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -73,51 +75,6 @@ class _Candidate:
     body_key: str | None = None
     title_key: str | None = None
     unreadable: Unreadable = field(default_factory=Unreadable)
-
-
-@dataclass
-class _BatchWrites:
-    """A batch's new rows, inserted together when the batch is decided (building ORM objects for
-    them cost more than the decisions), and the fingerprints stored before, updated in place."""
-
-    stored_fingerprints: dict[int, ItemFingerprint]
-    new_fingerprints: dict[int, dict[str, Any]] = field(default_factory=dict)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    links: dict[frozenset[int], dict[str, Any]] = field(default_factory=dict)
-
-    def decide(self, item_id: int, verdict: Verdict, *, status: str | None = None, matched: int | None = None, details: dict[str, Any] | None = None) -> None:
-        """Add a decision about `item_id` (the verdict's, unless `status`, `matched` or `details` say otherwise)."""
-        self.decisions.append(
-            {
-                "item_id": item_id,
-                "status": status or verdict.status,
-                "stage": verdict.stage,
-                "score": verdict.score,
-                "matched_item_id": matched if matched is not None else verdict.matched,
-                "details": details if details is not None else verdict.details,
-                "decided_at": utcnow(),
-            }
-        )
-
-    def link(self, item_id: int, links: Sequence[NearLinkTo]) -> None:
-        """Record that `item_id` is near each of `links` (the first link of a pair is kept)."""
-        for link in links:
-            self.links.setdefault(frozenset((item_id, link.other)), {"item_id": item_id, "other_id": link.other, "stage": link.stage, "score": link.score, "recorded_at": utcnow()})
-
-    def insert(self, session: Session) -> None:
-        """Insert the new fingerprints, the decisions, in the order they were made, and the near
-        links no earlier run stored (either way round)."""
-        if self.new_fingerprints:
-            session.execute(insert(ItemFingerprint), list(self.new_fingerprints.values()))
-        if self.decisions:
-            session.execute(insert(DedupDecision), self.decisions)
-        if self.links:
-            ids = sorted({row["item_id"] for row in self.links.values()})
-            stored = session.exec(select(NearLink.item_id, NearLink.other_id).where(or_(col(NearLink.item_id).in_(ids), col(NearLink.other_id).in_(ids)))).all()
-            known = {frozenset(pair) for pair in stored}
-            fresh = [row for pair, row in self.links.items() if pair not in known]
-            if fresh:
-                session.execute(insert(NearLink), fresh)
 
 
 @dataclass
@@ -283,7 +240,7 @@ class Deduplicator:
         ids = [candidate.item.id for candidate in prepared.candidates]
         current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
         # Fingerprints of items decided before (a changed item decided again) are updated in place.
-        writes = _BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))})
+        writes = BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))})
         facts = self.facts(session)
         with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
             for candidate in prepared.candidates:
@@ -295,7 +252,7 @@ class Deduplicator:
                 self._settle(session, candidate, summary, writes, facts)
         writes.insert(session)
 
-    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, writes: _BatchWrites, facts: StoredFacts) -> None:
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, writes: BatchWrites, facts: StoredFacts) -> None:
         index = self.index
         assert index is not None
         item = candidate.item
@@ -339,7 +296,7 @@ class Deduplicator:
             self._index(candidate, root=item.duplicate_of or item.id, status=item.status)
         summary.count(verdict)
 
-    def _fingerprint(self, session: Session, candidate: _Candidate, writes: _BatchWrites) -> None:
+    def _fingerprint(self, session: Session, candidate: _Candidate, writes: BatchWrites) -> None:
         item_id = candidate.item.id
         assert item_id is not None
         values = {
@@ -377,7 +334,7 @@ class Deduplicator:
         assert self.index is not None
         return matched is not None and matched in self.index and self.index.get(matched).occurred_at > item.occurred_at.timestamp()
 
-    def _swap(self, session: Session, item: Item, verdict: Verdict, writes: _BatchWrites) -> bool:
+    def _swap(self, session: Session, item: Item, verdict: Verdict, writes: BatchWrites) -> bool:
         """`item` happened before the representative it matches: it becomes the representative, and
         that one its duplicate, unless it was already reviewed or released (then `item` stays the
         duplicate). The duplicates that matched the old representative keep naming it."""

@@ -18,13 +18,11 @@ corpus lets contamination back in. So the rules differ by what the text is match
 - `machine`: a short machine-written message (a log line, an alert) matches only exact and
   near-verbatim copies: two such lines that differ in one word are usually different events.
 
-Where either text of a pair is one the model cannot read (`unreadable_share` of its body or title
-unknown or spelled out: Chinese, Russian or emoji-heavy text for an English model,
-`curation.dedup.readability`), the embedding of that field is no evidence: exact and MinHash
-still decide, and an embedding neighbour matches only when that field's texts are alike in
-character n-grams (`unreadable_characters_threshold`), recorded as stage `characters`; the
-decision's details name the unreadable fields (`unreadable`), and an embedding match refused
-for it is listed among the vetoed.
+Where either text of a pair is one the model cannot read (`unreadable_share` of a field unknown
+or spelled out, `curation.dedup.readability`), that field's embedding is no evidence: exact and
+MinHash still decide, and an embedding neighbour matches only when the field's texts are alike
+in character n-grams (`unreadable_characters_threshold`, stage `characters`); the details name
+the unreadable fields, and an embedding match refused for it is listed among the vetoed.
 
 Every rule also needs the two titles to name nothing different
 (`curation.dedup.identifiers.distinction`: another version, CVE, module, test, host, template
@@ -47,6 +45,7 @@ from curation.dedup.embeddings import Vectors, body_text, title_text
 from curation.dedup.identifiers import distinction
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.lexical import lexical_similarity
+from curation.dedup.near_links import NearLinkTo, near_links
 from curation.dedup.readability import Unreadable
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
@@ -138,16 +137,6 @@ class DedupConfig:
     def lsh_threshold(self) -> float:
         """The MinHash LSH's threshold: a little below the decision's, so borderline pairs still meet."""
         return max(0.05, min(0.95, self.minhash_threshold - 0.1))
-
-
-@dataclass(frozen=True)
-class NearLinkTo:
-    """An indexed item a text is near at a recall-first level (`DedupConfig.link_levels`): the
-    stage that saw it (`exact`, `minhash`, `embedding`) and its score."""
-
-    other: int
-    stage: str
-    score: float | None
 
 
 @dataclass(frozen=True)
@@ -356,36 +345,6 @@ def judge(
             explained["read_as_characters"] = match.read_as_characters
         return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained, links)
     return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details, links=links)
-
-
-def near_links(
-    item_id: int | None,
-    exclude: Collection[int],
-    exact: Sequence[int],
-    near: Sequence[tuple[int, float]],
-    neighbours: Sequence[tuple[int, float]],
-    levels: dict[str, float],
-) -> tuple[NearLinkTo, ...]:
-    """The items a text is near at the recall-first `levels`, from what its judgement found
-    (exact copies, MinHash candidates with their estimated Jaccard, embedding neighbours with
-    their body cosine), before any rule, identity or ruling set a pair apart: one link per item,
-    the strongest stage first."""
-    links: dict[int, NearLinkTo] = {}
-
-    def add(other: int, stage: DedupStage, score: float) -> None:
-        if other != item_id and other not in exclude and other not in links:
-            links[other] = NearLinkTo(other, stage.value, round(float(score), 4))
-
-    for other in exact:
-        add(other, DedupStage.EXACT, 1.0)
-    for other, score in near:
-        if score >= levels["minhash"]:
-            add(other, DedupStage.MINHASH, score)
-    if "embedding" in levels:
-        for other, cosine in neighbours:
-            if cosine >= levels["embedding"]:
-                add(other, DedupStage.EMBEDDING, cosine)
-    return tuple(links.values())
 
 
 def _embedding_match(

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ingest.sanity import repeated_key
 from service.core.admission import Admission, AdmissionTable
 from service.core.auth import acting_token_id, authenticate
 from service.core.problems import ProblemError, problem_response
@@ -68,15 +69,8 @@ class _Duplicate:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> Any:
-    value = dict(pairs)
-    if len(value) == len(pairs):
-        return value
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            return _Duplicate(key)
-        seen.add(key)
-    return value  # pragma: no cover - a shorter dict has a repeated key
+    key = repeated_key(pairs)
+    return dict(pairs) if key is None else _Duplicate(key)
 
 
 class _NotJSONValue(ValueError):
