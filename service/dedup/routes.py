@@ -107,10 +107,15 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
             raise ProblemError(503, "Service Unavailable", f"{exc}; nothing was checked") from exc
         details = dict(verdict.details)
         named = _named_items(details)
-        hidden = withheld(session=session, item_ids=[*named.values(), *([verdict.matched] if verdict.matched is not None else [])], secret_key=secret_key)
+        vetoed = [entry for entry in details.get("vetoed", []) if isinstance(entry, dict)]
+        refused = [entry["item"] for entry in vetoed if isinstance(entry.get("item"), int)]
+        hidden = withheld(session=session, item_ids=[*named.values(), *refused, *([verdict.matched] if verdict.matched is not None else [])], secret_key=secret_key)
         for key, item_id in named.items():
             if item_id in hidden:
                 details.pop(key)
+        if vetoed:
+            # A veto's reason quotes words of both titles: one naming a sealed item is left out.
+            details["vetoed"] = [entry for entry in vetoed if entry.get("item") not in hidden]
         matched = named.get("matched_item")
         sealed_match = verdict.matched in hidden or matched in hidden
         if sealed_match:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
+from schemas.item import Item
 from service.app import create_app
 from service.core.settings import Settings
 from tests.conftest import LiveServer
@@ -149,6 +152,13 @@ def test_no_write_answers_with_sealed_text_for_any_token(live_server: LiveServer
             for method, template, body in ITEM_STEPS:
                 batch = {"decisions": [{"item_id": item_id, "decision": "approve"}]} if template == "/v1/items/review" else body
                 call(identity, method, template, template.replace("{item_id}", str(item_id)), batch, hints)
+        # A dedup check of each sealed item's own text, and of it with another number in its title
+        # (which the rules refuse with a reason quoting both titles): the answer names no sealed text.
+        with Session(engine) as session:
+            sealed_items = [session.get(Item, item_id) for item_id in [*items["released sealed"], *items["bound for sealed"]]]
+        for identity, item in itertools.product(("reader", "sealed"), [item for item in sealed_items if item is not None]):
+            for title in (item.title, re.sub(r"\d+", lambda number: str(int(number.group()) + 1), item.title) or "walked 2"):
+                call(identity, "POST", "/v1/dedup/check", "/v1/dedup/check", {"title": title, "input": item.input}, HINTS)
         # Every other write of the document, with every real value of its path parameters.
         values = path_values(engine)
         values["item_id"] = [str(item_id) for ids in items.values() for item_id in ids]
