@@ -82,9 +82,12 @@ def review_other_methods(principal: CuratePrincipal) -> None:
 @router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
 def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding,
-    override, none), `score` and `decided_at` of curation's newest decision about it; and
-    `overrides`, people's rulings naming it. A sealed item comes without its content, dates,
-    content hash, dedup details and rulings (`sealed: true`)."""
+    characters, override, none), `score` and `decided_at` of curation's newest decision about it,
+    and its `explanation` (the rule, the threshold cleared and the margin, the item matched, the
+    best near-verbatim and paraphrase candidates, the matches refused and why, the fields the
+    model cannot read; items of a sealed slice named only as sealed); and `overrides`, people's
+    rulings naming it. A sealed item comes without its content, dates, content hash, dedup
+    details and rulings (`sealed: true`)."""
     detail = _detail(session, item_id, secret_key)
     if not detail.sealed:
         audit_content_read(request, principal, [item_id])
@@ -96,7 +99,7 @@ def _detail(session: Session, item_id: int, secret_key: str) -> ItemDetail:
     item, shown = shown_item(session, item_id, secret_key=secret_key)
     return ItemDetail(
         **shown.read().model_dump(),
-        dedup=dedup_read(session, item, sealed=shown.withheld),
+        dedup=dedup_read(session, item, secret_key=secret_key, sealed=shown.withheld),
         overrides=[] if shown.withheld else overrides_of(session, item_id),
         curated_revision=shown.curated_revision,
         source_changed_at=shown.source_changed_at,
