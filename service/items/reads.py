@@ -18,9 +18,10 @@ from fastapi import Request
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
+from curation.dedup.overrides import overrides_of
 from curation.dedup.similarity import Similar
 from schemas.dedup import DedupCandidate, DedupDecision, DedupExplanation, DedupRead, SimilarRead
-from schemas.item import Item, ItemRead, ItemStatus
+from schemas.item import Item, ItemDetail, ItemRead, ItemStatus
 from schemas.source import Source
 from service.core.audit import audit_content_read
 from service.core.auth import Principal
@@ -56,6 +57,20 @@ def answer_after_write(request: Request, principal: Principal, session: Session,
     if not shown.withheld:
         audit_content_read(request, principal, [item_id])
     return shown.read()
+
+
+def item_detail(session: Session, item_id: int, *, secret_key: str) -> ItemDetail:
+    """The item as `GET /v1/items/{id}` and `goldenset item show` show it, with how dedup judged
+    it and why, and the rulings naming it (a 404 problem when there is none); a sealed item
+    without its content, dedup explanation or rulings."""
+    item, shown = shown_item(session, item_id, secret_key=secret_key)
+    return ItemDetail(
+        **shown.read().model_dump(),
+        dedup=dedup_read(session, item, secret_key=secret_key, sealed=shown.withheld),
+        overrides=[] if shown.withheld else overrides_of(session, item_id),
+        curated_revision=shown.curated_revision,
+        source_changed_at=shown.source_changed_at,
+    )
 
 
 def item_page(
