@@ -177,7 +177,8 @@ def explain_decision(decision: DedupDecision, *, hidden: Collection[int] = ()) -
     ruled_about = explanation.ruled_apart_from or explanation.matched
     # A ruling's note is what a person wrote about the pair: it may describe a sealed item.
     note = _text(details.get("note")) if decision.stage == "override" and not (ruled_about and ruled_about.sealed) else None
-    return explanation.model_copy(update={"note": note, "summary": _summary(decision, explanation, earlier=_int(details.get("earlier_incident_arrived")) is not None)})
+    explanation = explanation.model_copy(update={"note": note})
+    return explanation.model_copy(update={"summary": _summary(decision, explanation, earlier=_int(details.get("earlier_incident_arrived")) is not None)})
 
 
 def _summary(decision: DedupDecision, why: DedupExplanation, *, earlier: bool) -> str:
