@@ -130,15 +130,78 @@ class DedupOverride(SQLModel, table=True):
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+class DedupCandidate(BaseModel):
+    """An item a dedup decision weighed: the one it matched, the best runner-ups, or one it refused.
+
+    `stage` and `score`: the test that weighed it and its score there (Jaccard estimate for
+    `minhash`, body cosine for `embedding`, character n-gram similarity for `characters`);
+    `title_cosine`: the titles' cosine, when known. For a refused (vetoed) match, `why` it was
+    refused and the fields either text of the pair `unreadable` by the model (with the larger
+    share). `sealed`: the item is in (or bound for) a sealed slice the reader may not see; it is
+    then not named (`item_id` null, "a sealed item"), its `why` is cut to its kind (the whole
+    reason quotes words of both titles) and its `unreadable` shares are left out."""
+
+    item_id: int | None = None
+    sealed: bool = False
+    stage: str | None = None
+    score: float | None = None
+    title_cosine: float | None = None
+    why: str | None = None
+    unreadable: dict[str, float] = Field(default_factory=dict)
+
+
+class DedupExplanation(BaseModel):
+    """Why dedup decided as it did, from the decision's stored details (`GET /v1/items/{id}`,
+    the review queue, the item and review pages, `goldenset review`).
+
+    `summary`: the explanation in one or two sentences. `rule`: the rule that applied (`exact`,
+    `fresh`, `guard`, `machine`, `override`; null for a unique verdict); `stage`, `score`, the
+    `threshold` it cleared and its `margin` over it; `p_same`: the calibrated probability that
+    the pair is one incident, when the decider recorded one, and the pair `features` it weighed.
+    `matched`: the item matched. `best_near_verbatim` and `best_paraphrase`: the closest MinHash
+    and embedding candidates whatever was decided. `vetoed`: matches refused, each with why.
+    `unreadable`: the fields of the item the model cannot read (share unknown or spelled out),
+    and `read_as_characters`: the character similarity such a match was made on instead.
+    `kept_over`: a later report of the same incident this item was kept over; `ruled_apart_from`,
+    `ruled_by` and `note`: a person's ruling. `thresholds`: every threshold that applied, by name,
+    and `rules_version` the rule set that decided. Items of a sealed slice the reader may not see
+    are not named (`DedupCandidate.sealed`); an item itself shown without its content has no
+    explanation at all (its matches and their scores would tell what it is like)."""
+
+    summary: str
+    rule: str | None = None
+    stage: str | None = None
+    score: float | None = None
+    threshold: float | None = None
+    margin: float | None = None
+    p_same: float | None = None
+    features: dict[str, float] = Field(default_factory=dict)
+    matched: DedupCandidate | None = None
+    best_near_verbatim: DedupCandidate | None = None
+    best_paraphrase: DedupCandidate | None = None
+    vetoed: list[DedupCandidate] = Field(default_factory=list)
+    unreadable: dict[str, float] = Field(default_factory=dict)
+    read_as_characters: dict[str, float] = Field(default_factory=dict)
+    kept_over: DedupCandidate | None = None
+    ruled_apart_from: DedupCandidate | None = None
+    ruled_by: str | None = None
+    note: str | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    rules_version: str | None = None
+
+
 class DedupRead(BaseModel):
     """How dedup judged an item, as `GET /v1/items/{id}` shows it; `stage` is `override` when a
-    person ruled it (`POST /v1/items/{id}/not-duplicate`, `/duplicate-of`)."""
+    person ruled it (`POST /v1/items/{id}/not-duplicate`, `/duplicate-of`). `explanation`: why
+    (`DedupExplanation`), null while the item is a candidate, was never judged, or is shown
+    without its content."""
 
     status: str
     duplicate_of: int | None = None
     stage: str | None = None
     score: float | None = None
     decided_at: datetime | None = None
+    explanation: DedupExplanation | None = None
 
 
 class SimilarRead(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from schemas.common import NOT_BLANK, RowId
+from schemas.dedup import DedupExplanation
 from schemas.problem import RecordError
 
 
@@ -67,7 +68,9 @@ class QueueDecision(BaseModel):
     """Curation's decision in force about a queued item: its `stage` (`none`: nothing was close
     enough; `override`: a person ruled it), the `rule` that applied, the `score` and its `margin`
     over the threshold, and the item it was matched with (for a ruling, the item it was ruled apart
-    from). `matched_item_id` is withheld (null) for a sealed-bound entry shown by metadata only."""
+    from). `matched_item_id` is withheld (null) for a sealed-bound entry shown by metadata only,
+    and for a match in a sealed slice the reader may not see. `explanation`: why
+    (`schemas.dedup.DedupExplanation`; null for an entry shown by metadata only)."""
 
     status: str
     stage: str
@@ -76,6 +79,7 @@ class QueueDecision(BaseModel):
     margin: float | None = None
     matched_item_id: int | None = None
     decided_at: datetime
+    explanation: DedupExplanation | None = None
 
 
 class ReviewQueueEntry(BaseModel):

@@ -1,6 +1,6 @@
 """The review queue: the items of an eval's sources waiting for review (`unique`), oldest incident
-first, each with what a reviewer decides by: its content, its decision in force from dedup, whether
-it is bound for a sealed slice, and whether its source changed it after a curator's edit.
+first, each with what a reviewer decides by: its content, its decision in force from dedup and why
+(`service.items.reads.explain_decision`), whether it is bound for a sealed slice, and whether its source changed it after a curator's edit.
 
 Sealed-bound items (`curation.releases.visibility`) stay in the queue, and in its total, but are
 shown by metadata only (source, dates, status, dedup decision without the item matched) unless
@@ -9,7 +9,8 @@ seals them. A text filter never looks at the text of an item the reader may not 
 are left out of its matches, so the filter cannot be used to guess at sealed content.
 
 Cost on a large pool: without a text filter, one count and one page query on the item's indexed
-columns, one query for the page's decisions in force, and the visibility queries over the page.
+columns, one query for the page's decisions in force, and the visibility queries over the page and
+the items its decisions name.
 With `text` (SQL LIKE, case-insensitive), the ids of the matches are read in one query and their
 visibility decided in batches before the page is cut. No query is made per item.
 """
@@ -30,6 +31,7 @@ from schemas.item import Item, ItemStatus
 from schemas.review import QueueDecision, ReviewQueueEntry, ReviewQueuePage
 from schemas.source import Source
 from service.evals.definitions import seal_keys
+from service.items.reads import explain_decision, named_items
 from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys
 
 VISIBILITY_BATCH = 2000
@@ -110,8 +112,19 @@ def source_queue(
     sealed = set(sealers)
     withheld = hidden_from_reader(session, on_page, seal_key_of, revealed, sealers=sealers)
     decisions = decisions_in_force(session, list(on_page))
+    explained = [decision for item_id, decision in decisions.items() if item_id not in withheld]
+    named = named_items(explained)
+    unseen = hidden_from_reader(session, named, seal_key_of, revealed) if named else set()
     entries = [
-        _entry(item, position=offset + index + 1, source=on_page[item.id], sealed=item.id in sealed, withheld=item.id in withheld, decision=decisions.get(item.id))
+        _entry(
+            item,
+            position=offset + index + 1,
+            source=on_page[item.id],
+            sealed=item.id in sealed,
+            withheld=item.id in withheld,
+            decision=decisions.get(item.id),
+            unseen=unseen,
+        )
         for index, item in enumerate(items)
         if item.id is not None
     ]
@@ -132,7 +145,10 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _decision(decision: DedupDecision | None, *, withheld: bool) -> QueueDecision | None:
+def _decision(decision: DedupDecision | None, *, withheld: bool, unseen: Collection[int]) -> QueueDecision | None:
+    """The decision as the queue shows it: with its explanation (`service.items.reads.explain_decision`),
+    none for an entry shown by metadata only; `unseen`, the items of a sealed slice the reader may
+    not see, are not named."""
     if decision is None:
         return None
     details = decision.details or {}
@@ -144,12 +160,13 @@ def _decision(decision: DedupDecision | None, *, withheld: bool) -> QueueDecisio
         rule=rule if isinstance(rule, str) else None,
         score=decision.score,
         margin=float(margin) if isinstance(margin, int | float) else None,
-        matched_item_id=None if withheld or not isinstance(matched, int) else matched,
+        matched_item_id=None if withheld or not isinstance(matched, int) or matched in unseen else matched,
         decided_at=decision.decided_at,
+        explanation=None if withheld else explain_decision(decision, hidden=unseen),
     )
 
 
-def _entry(item: Item, *, position: int, source: str, sealed: bool, withheld: bool, decision: DedupDecision | None) -> ReviewQueueEntry:
+def _entry(item: Item, *, position: int, source: str, sealed: bool, withheld: bool, decision: DedupDecision | None, unseen: Collection[int]) -> ReviewQueueEntry:
     shown = ShownItem.of(item, source, sealed=sealed, withheld=withheld)
     return ReviewQueueEntry.model_validate(
         {
@@ -162,7 +179,7 @@ def _entry(item: Item, *, position: int, source: str, sealed: bool, withheld: bo
             "sealed": shown.sealed,
             "withheld": shown.withheld,
             "source_changed_at": shown.source_changed_at,
-            "dedup": _decision(decision, withheld=shown.withheld),
+            "dedup": _decision(decision, withheld=shown.withheld, unseen=unseen),
             **shown.content(),
         }
     )
@@ -178,4 +195,3 @@ def _note(withheld: int, filters: QueueFilters) -> str | None:
     if filters.text:
         parts.append("the text filter matches only items whose content this reader may see")
     return "; ".join(parts) or None
-

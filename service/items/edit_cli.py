@@ -1,6 +1,6 @@
-"""The `goldenset item` group: `edit`, a curator's edit of an item as a new revision, and
-`revisions`, an item's history with what each revision changed (registered by
-`service.items.cli`).
+"""The `goldenset item` group: `show`, an item as `GET /v1/items/{id}` shows it with why dedup
+decided as it did; `edit`, a curator's edit of an item as a new revision; and `revisions`, an
+item's history with what each revision changed (registered by `service.items.cli`).
 
 An item in (or bound for) an eval's sealed slice is edited, and its history shown with its text,
 only when asked for by name with `--sealed`, and such a read is audited as the API audits it.
@@ -20,14 +20,15 @@ from sqlmodel import Session
 
 from curation.editing import EditRefused, edit_item, item_revisions
 from schemas.common import MAX_ROW_ID
-from schemas.item import FieldChange, ItemEdit, ItemRevisions, ItemStatus
+from schemas.dedup import DedupCandidate
+from schemas.item import FieldChange, ItemDetail, ItemEdit, ItemRevisions, ItemStatus
 from service.core.audit import record_read
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, fail, open_engine, out
 
-item_app = typer.Typer(help="Edit items, and show what each revision changed.", no_args_is_help=True)
+item_app = typer.Typer(help="Show an item and why dedup decided as it did, edit items, and show what each revision changed.", no_args_is_help=True)
 ItemArgument = Annotated[int, typer.Argument(min=1, max=MAX_ROW_ID, help="The item's id.")]
 SealedOption = Annotated[bool, typer.Option("--sealed", help="The item is in (or bound for) a sealed slice, and you mean to work on its text (audited).")]
 
@@ -144,3 +145,69 @@ def revisions(
         typer.echo(history.model_dump_json(indent=2))
         return
     _print_revisions(history, shown=sealed)
+
+
+@item_app.command("show")
+def show(
+    item: ItemArgument,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the item as JSON (the shape of `GET /v1/items/{id}`).")] = False,
+) -> None:
+    """ITEM as `GET /v1/items/{id}` shows it: its source, status and title, how dedup judged it
+    and why (the rule, the score, the threshold it cleared and the margin, the item matched, the
+    best near-verbatim and paraphrase candidates, the matches refused and why, the fields the
+    model cannot read). An item in (or bound for) a sealed slice is shown by id, source and status
+    only, and items of a sealed slice it names are named "a sealed item". Audited as the API is.
+
+    Exit status: 0 when shown, 2 on bad usage (no such item)."""
+    from service.items.reads import item_detail  # the dedup index's modules load only when a command runs
+
+    engine = open_engine()
+    with Session(engine) as session:
+        try:
+            detail = item_detail(session, item, secret_key=get_settings().secret_key.get_secret_value())
+        except ProblemError as exc:
+            raise fail(exc.detail) from exc
+    if not detail.sealed:
+        record_read(engine, actor=CLI_ACTOR, action="item.read", endpoint="goldenset item show", object_type="item", object_id=None, item_ids=[item])
+    if as_json:
+        typer.echo(detail.model_dump_json(indent=2))
+        return
+    _print_detail(detail)
+
+
+def _print_detail(detail: ItemDetail) -> None:
+    head = f"item {detail.id} · {detail.source} · {detail.status}"
+    if detail.sealed:
+        out.print(f"{head} · in (or bound for) a sealed slice: its content and dedup details are withheld", highlight=False, markup=False)
+        return
+    out.print(f"{head} · {detail.external_id} · {detail.title}", highlight=False, markup=False)
+    dedup = detail.dedup
+    decided = [f"dedup: {dedup.status}", *([f"stage {dedup.stage}"] if dedup.stage else []), *([f"score {dedup.score:.3f}"] if dedup.score is not None else [])]
+    out.print(" · ".join(decided), highlight=False, markup=False)
+    why = dedup.explanation
+    if why is None:
+        return
+    out.print(f"why: {why.summary}", highlight=False, markup=False)
+    facts = [
+        ("rule", why.rule),
+        ("threshold", f"{why.threshold:.3f}, margin {why.margin:.3f}" if why.threshold is not None and why.margin is not None else None),
+        ("P(same incident)", f"{why.p_same:.2f}" if why.p_same is not None else None),
+        ("matched", _candidate(why.matched)),
+        ("best near-verbatim", _candidate(why.best_near_verbatim)),
+        ("best paraphrase", _candidate(why.best_paraphrase)),
+        ("unreadable", ", ".join(f"{name} {share:.0%}" for name, share in why.unreadable.items()) or None),
+    ]
+    for label, value in facts:
+        if value:
+            out.print(f"  {label}: {value}", highlight=False, markup=False)
+    for veto in why.vetoed:
+        out.print(f"  refused {_candidate(veto)}: {veto.why or 'no reason recorded'}", highlight=False, markup=False)
+
+
+def _candidate(candidate: DedupCandidate | None) -> str | None:
+    if candidate is None:
+        return None
+    name = "a sealed item" if candidate.item_id is None else f"item {candidate.item_id}"
+    scores = [f"{candidate.stage} {candidate.score:.3f}"] if candidate.score is not None else []
+    scores += [f"titles {candidate.title_cosine:.3f}"] if candidate.title_cosine is not None else []
+    return f"{name} ({', '.join(scores)})" if scores else name

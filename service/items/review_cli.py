@@ -139,6 +139,8 @@ def entry_panel(entry: ReviewQueueEntry, total: int, status: str) -> Panel:
         if entry.sealed:
             lines.append(Text("sealed-bound: shown in your sealed review window; this read is audited", style="yellow"))
     lines.append(_dedup_line(entry))
+    if entry.dedup is not None and entry.dedup.explanation is not None:
+        lines.append(Text(f"why: {entry.dedup.explanation.summary}", style="dim"))
     if entry.source_changed_at is not None:
         lines.append(Text(f"the source changed this item on {entry.source_changed_at:%Y-%m-%d} after a curator's edit, which it kept", style="yellow"))
     return Panel(Group(*lines), title=Text(" · ".join(head)), title_align="left")

@@ -15,7 +15,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from sqlmodel import Session
 
-from curation.dedup.overrides import overrides_of
 from curation.editing import EditRefused, edit_item, item_revisions
 from curation.review import ReviewRefused, decide, review_batch, undo_review
 from schemas.common import Instant
@@ -26,7 +25,7 @@ from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc, refusal_problem
-from service.items.reads import answer_after_write, dedup_read, item_page, require_item, shown_item
+from service.items.reads import answer_after_write, item_detail, item_page, require_item
 from service.items.shaping import withheld
 
 router = APIRouter(prefix="/v1/items")
@@ -82,9 +81,12 @@ def review_other_methods(principal: CuratePrincipal) -> None:
 @router.get("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404), tags=["items"])
 def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, session: SessionDep, secret_key: SecretKeyDep) -> ItemDetail:
     """One item, with `dedup`: `status`, `duplicate_of`, `stage` (exact, minhash, embedding,
-    override, none), `score` and `decided_at` of curation's newest decision about it; and
-    `overrides`, people's rulings naming it. A sealed item comes without its content, dates,
-    content hash, dedup details and rulings (`sealed: true`)."""
+    characters, override, none), `score` and `decided_at` of curation's newest decision about it,
+    and its `explanation` (the rule, the threshold cleared and the margin, the item matched, the
+    best near-verbatim and paraphrase candidates, the matches refused and why, the fields the
+    model cannot read; items of a sealed slice named only as sealed); and `overrides`, people's
+    rulings naming it. A sealed item comes without its content, dates, content hash, dedup
+    details and rulings (`sealed: true`)."""
     detail = _detail(session, item_id, secret_key)
     if not detail.sealed:
         audit_content_read(request, principal, [item_id])
@@ -93,14 +95,7 @@ def get_item(item_id: IdPath, principal: ReadPrincipal, request: Request, sessio
 
 def _detail(session: Session, item_id: int, secret_key: str) -> ItemDetail:
     """The item as `GET /v1/items/{id}` shows it (404 when there is none)."""
-    item, shown = shown_item(session, item_id, secret_key=secret_key)
-    return ItemDetail(
-        **shown.read().model_dump(),
-        dedup=dedup_read(session, item, sealed=shown.withheld),
-        overrides=[] if shown.withheld else overrides_of(session, item_id),
-        curated_revision=shown.curated_revision,
-        source_changed_at=shown.source_changed_at,
-    )
+    return item_detail(session, item_id, secret_key=secret_key)
 
 
 @router.patch("/{item_id}", response_model=ItemDetail, responses=problem_doc(401, 403, 404, 409, 413, 422), tags=["items"])

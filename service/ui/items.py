@@ -1,5 +1,5 @@
 """Pages: the item list, an item's page (its content, revisions with word diffs, dedup history and
-rulings, exposures, releases, review) and the edit form.
+rulings and why dedup decided as it did, exposures, releases, review) and the edit form.
 
 An item in (or bound for) a sealed slice (`service.items.reads.withheld`) is shown to a person
 without the `sealed` scope by id, source and status only: no text, metadata, dates, revision
@@ -12,7 +12,7 @@ person with the `sealed` scope reads a sealed-bound item's page or edit form.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
@@ -40,8 +40,10 @@ from service.core.auth import Principal
 from service.core.cursors import decode_time_id_cursor, encode_cursor
 from service.core.db import write_session
 from service.core.problems import ProblemError
+from service.evals.definitions import seal_keys
 from service.evals.sealed_review import revealed_evals, sealed_view_covers
-from service.items.shaping import ShownItem, shape_item, shape_items, withheld
+from service.items.reads import explain_decision, named_items
+from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys, shape_item, shape_items
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.worddiff import inline_diff
 
@@ -67,11 +69,15 @@ def _item(session: Session, item_id: int) -> tuple[Item, str]:
     return row[0], row[1]
 
 
+def _revealed(session: Session, who: Principal) -> set[int]:
+    """The evals on which `who` holds an open sealed review window (none without the `sealed` scope)."""
+    return revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
+
+
 def _shown(session: Session, request: Request, who: Principal, item: Item, source: str) -> ShownItem:
     """The item as `who` may see it: a sealed-bound item in full only with the `sealed` scope and
     an open sealed review window on every eval that seals it (`service.items.shaping`)."""
-    revealed = revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
-    return shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=revealed)
+    return shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=_revealed(session, who))
 
 
 def _next_path(value: str | None) -> str | None:
@@ -166,8 +172,11 @@ def item_list(request: Request, source: str = "", status: str = "", text: str = 
     return page(request, "items.html", context)
 
 
-def _item_context(session: Session, item: Item, *, sealed: bool, shown: bool, secret_key: str) -> dict[str, Any]:
-    """What the item page shows: everything when the content may be shown, else the id, source and status."""
+def _item_context(session: Session, item: Item, *, sealed: bool, shown: bool, secret_key: str, revealed: Collection[int]) -> dict[str, Any]:
+    """What the item page shows: everything when the content may be shown, else the id, source
+    and status. The items of a sealed slice it names (matched, weighed by dedup, ruled on) are
+    named "a sealed item" unless `revealed` (the evals of the reader's open sealed review windows)
+    covers every eval that seals them."""
     assert item.id is not None
     if sealed and not shown:
         return {}
@@ -175,14 +184,16 @@ def _item_context(session: Session, item: Item, *, sealed: bool, shown: bool, se
     held = [entry for entry in history.revisions if entry.kind == RevisionKind.SOURCE_HELD.value]
     decisions = list(session.exec(select(DedupDecision).where(DedupDecision.item_id == item.id).order_by(col(DedupDecision.id).desc())).all())
     overrides = overrides_of(session, item.id)
-    named = {row.matched_item_id or 0 for row in decisions} | {rule.other_id for rule in overrides} | {rule.item_id for rule in overrides} | {item.duplicate_of or 0}
+    named = named_items(decisions) | {rule.other_id for rule in overrides} | {rule.item_id for rule in overrides} | {item.duplicate_of or 0}
     named -= {0, item.id}
-    hidden = set() if shown else withheld(session=session, item_ids=named, secret_key=secret_key)
+    hidden = hidden_from_reader(session, named, remembered_keys(seal_keys(secret_key=secret_key)), revealed) if named else set()
+    explanation = explain_decision(decisions[0], hidden=hidden) if decisions and item.status != ItemStatus.CANDIDATE.value else None
     memberships = session.exec(select(EvalItem, Eval.name).join(Eval, col(Eval.id) == col(EvalItem.eval_id)).where(EvalItem.item_id == item.id).order_by(col(Eval.name))).all()
     return {
         "revisions": [_revision_view(entry) for entry in reversed(history.revisions)],
         "flag": _diffs(held[-1].changes) if held and item.source_changed_at else None,
         "decisions": decisions,
+        "explanation": explanation,
         "overrides": overrides,
         "hidden": hidden,
         "exposures": item_exposures(session=session, item=item),
@@ -200,9 +211,10 @@ def _item_page(request: Request, item_id: int, *, error: str = "", status: int =
     who = need(request, Scope.READ, "Reading an item")
     with Session(request.app.state.engine) as session:
         item, source = _item(session, item_id)
-        shown = _shown(session, request, who, item, source)
+        revealed = _revealed(session, who)
+        shown = shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=revealed)
         sealers = _sealers(session, request, item_id, source) if shown.withheld else []
-        context = _item_context(session, item, sealed=shown.sealed, shown=not shown.withheld, secret_key=secret_key(request))
+        context = _item_context(session, item, sealed=shown.sealed, shown=not shown.withheld, secret_key=secret_key(request), revealed=revealed)
     _audit(request, who, item_id, sealed=shown.sealed, shown=not shown.withheld)
     editable = item.status not in (ItemStatus.REFERENCE.value, ItemStatus.RETIRED.value) and not shown.withheld
     context |= {"item": shown, "source": source, "sealed": shown.sealed, "shown": not shown.withheld, "sealers": sealers, "editable": editable}

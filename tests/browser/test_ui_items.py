@@ -251,6 +251,17 @@ def test_a_sealed_bound_item_shows_its_content_only_with_the_sealed_scope(page: 
     assert item.id not in _read_ids(ui_server.engine, "item.read", "token:sealer")
 
 
+def test_an_item_page_says_why_dedup_decided_so(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    duplicate = _pick(ui_server.engine, ItemStatus.DUPLICATE.value)
+    sign_in(page, ui_server, "reader")
+    page.goto(f"/ui/items/{duplicate.id}")
+    why = page.get_by_role("region", name="Why dedup decided so")
+    expect(why).to_contain_text(f"Duplicate of item {duplicate.duplicate_of} by the guard rule at the minhash stage")
+    expect(why).to_contain_text("threshold 0.720, margin 0.123")
+    expect(why.get_by_role("link", name=f"item {duplicate.duplicate_of}")).to_have_attribute("href", f"/ui/items/{duplicate.duplicate_of}")
+    shots(page, "why a duplicate")
+
+
 def test_a_curator_rules_a_duplicate_apart_then_reviews_it(page: Page, ui_server: UiServer, shots: Shots) -> None:
     duplicate = _pick(ui_server.engine, ItemStatus.DUPLICATE.value)
     sign_in(page, ui_server, "curator")

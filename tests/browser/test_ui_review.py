@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from schemas.audit import AuditEvent
+from schemas.dedup import DedupDecision
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from service.core.db import write_session
@@ -285,3 +286,23 @@ def test_a_curator_edits_an_item_from_the_queue_and_approves_it_once_dedup_decid
     _press(page, "a")
     expect(page.get_by_role("status").first).to_contain_text(f"Item {item.id} approved")
     assert _status(engine, item.id) == ItemStatus.APPROVED.value
+
+
+def test_the_queue_says_why_dedup_kept_the_item_unique(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    engine = ui_server.engine
+    sealed = _sealed_ids(engine)
+    visible = [(position, item) for position, item in enumerate(_pending(engine), start=1) if item.id not in sealed]
+    (position, first), other = visible[0], visible[-1][1]
+    details = {"rules": "r2", "vetoed": [{"item": other.id, "stage": "embedding", "score": 0.9312, "why": "different scope: only one names a module (hdfs)"}]}
+    with write_session(engine) as session:
+        session.add(DedupDecision(item_id=first.id or 0, status=ItemStatus.UNIQUE.value, stage="none", details=details))
+        session.commit()
+    sign_in(page, ui_server, "curator")
+    page.goto(f"{QUEUE}?at={position}")
+    assert _current_id(page) == first.id
+    why = page.get_by_role("region", name="Why dedup decided so")
+    expect(why).to_contain_text("Unique: every close enough match was refused")
+    refused = why.get_by_role("table", name="Refused matches")
+    expect(refused).to_contain_text("different scope: only one names a module (hdfs)")
+    expect(refused.get_by_role("link", name=f"item {other.id}")).to_have_attribute("href", f"/ui/items/{other.id}")
+    shots(page, "why unique")

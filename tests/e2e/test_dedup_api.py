@@ -68,7 +68,14 @@ def test_an_item_shows_how_dedup_judged_it(live_server: LiveServer, encoder: Mem
     with Session(live_server.engine) as session:
         fresh = session.exec(select(Item).where(Item.status == "candidate")).one()
     with live_server.client("read") as reader:
-        assert reader.get(f"/v1/items/{fresh.id}").json()["dedup"] == {"status": "candidate", "duplicate_of": None, "stage": None, "score": None, "decided_at": None}
+        assert reader.get(f"/v1/items/{fresh.id}").json()["dedup"] == {
+            "status": "candidate",
+            "duplicate_of": None,
+            "stage": None,
+            "score": None,
+            "decided_at": None,
+            "explanation": None,
+        }
         pending = reader.get(f"/v1/items/{fresh.id}/similar")
         duplicates = reader.get("/v1/items", params={"status": "duplicate"}).json()["items"]
     assert pending.status_code == 409 and pending.headers["content-type"] == PROBLEM and "not curated yet" in pending.json()["detail"]

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from goldenset_client.models._base import _Request, _Response
+from goldenset_client.models.items import DedupExplanation
 
 Split = Literal["dev", "sealed"]
 ApprovalPolicy = Literal["manual", "auto"]
@@ -111,7 +112,8 @@ class QueueDecision(_Response):
     """Curation's decision in force about a queued item: its `stage` (`none`: nothing was close enough;
     `override`: a person ruled it), the `rule` that applied, the `score` and its `margin` over
     the threshold, and the item it was matched with (for a ruling, the item it was ruled apart
-    from). `matched_item_id` is withheld (null) for a sealed-bound entry shown by metadata only."""
+    from). `matched_item_id` is withheld (null) for a sealed-bound entry shown by metadata only,
+    and for a match in a sealed slice; `explanation`: why (null for an entry shown by metadata only)."""
 
     status: str
     stage: str
@@ -120,6 +122,7 @@ class QueueDecision(_Response):
     margin: float | None = None
     matched_item_id: int | None = None
     decided_at: datetime
+    explanation: DedupExplanation | None = None
 
 
 class RetiredEntry(_Response):

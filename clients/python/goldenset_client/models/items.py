@@ -89,15 +89,56 @@ class DedupCheckResult(_Response):
     similar: list[SimilarRead] = Field(default_factory=list)
 
 
+class DedupCandidate(_Response):
+    """An item a dedup decision weighed (matched, a runner-up, or refused with `why`); `sealed`:
+    in a sealed slice the reader may not see, so not named (`item_id` null)."""
+
+    item_id: int | None = None
+    sealed: bool = False
+    stage: str | None = None
+    score: float | None = None
+    title_cosine: float | None = None
+    why: str | None = None
+    unreadable: dict[str, float] = Field(default_factory=dict)
+
+
+class DedupExplanation(_Response):
+    """Why dedup decided as it did: a `summary`, the `rule`, the `threshold` the `score` cleared
+    and its `margin`, `p_same` (when the decider recorded one), the item `matched`, the best
+    near-verbatim and paraphrase candidates, the `vetoed` matches and why, the `unreadable` fields."""
+
+    summary: str
+    rule: str | None = None
+    stage: str | None = None
+    score: float | None = None
+    threshold: float | None = None
+    margin: float | None = None
+    p_same: float | None = None
+    features: dict[str, float] = Field(default_factory=dict)
+    matched: DedupCandidate | None = None
+    best_near_verbatim: DedupCandidate | None = None
+    best_paraphrase: DedupCandidate | None = None
+    vetoed: list[DedupCandidate] = Field(default_factory=list)
+    unreadable: dict[str, float] = Field(default_factory=dict)
+    read_as_characters: dict[str, float] = Field(default_factory=dict)
+    kept_over: DedupCandidate | None = None
+    ruled_apart_from: DedupCandidate | None = None
+    ruled_by: str | None = None
+    note: str | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    rules_version: str | None = None
+
+
 class DedupRead(_Response):
     """How dedup judged an item, as `GET /v1/items/{id}` shows it; `stage` is `override` when a person
-    ruled it (`POST /v1/items/{id}/not-duplicate`, `/duplicate-of`)."""
+    ruled it (`POST /v1/items/{id}/not-duplicate`, `/duplicate-of`); `explanation`: why."""
 
     status: str
     duplicate_of: int | None = None
     stage: str | None = None
     score: float | None = None
     decided_at: datetime | None = None
+    explanation: DedupExplanation | None = None
 
 
 class DedupStats(_Response):
