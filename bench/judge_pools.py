@@ -1,0 +1,310 @@
+"""Labelled pairs for the same-incident judge, from the pools in ../shared/data, and the vectors
+their texts need (cached on disk by text hash, so a rerun encodes nothing).
+
+Each pool yields `Pair`s (two records, a label, the pool's name and where the label came from)
+and its candidate pairs: each record with its nearest earlier record by body cosine, which is
+what curation would put to the judge; they carry no label and measure how many pairs a pool sends
+to the "ask a curator" band. The label rules are in `curation/dedup/judge/DATA_CARD.md`.
+Everything is deterministic: records are read in file order and samples are drawn with fixed seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bench.common import DATA, ROOT
+from curation.dedup.boilerplate import CommonLines, common_lines
+from curation.dedup.embeddings import body_text, text_hash, title_text
+from curation.dedup.pair_features import PairText
+
+LABELS = ROOT / "bench" / "labels"
+CACHE = ROOT / "var" / "judge-vectors"
+LOGHUB_SYSTEMS = ("Android", "BGL", "HDFS", "HPC", "Linux", "OpenStack", "Spark", "Windows")
+LOGHUB_SAMPLE = 200  # lines per system (the encoding stays bounded)
+NEIGHBOUR_NEGATIVES = 250  # unlinked nearest earlier neighbours drawn per pool of reports
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    text: PairText
+
+
+@dataclass(frozen=True)
+class Pair:
+    pool: str
+    a: str  # record keys: `a` the later record
+    b: str
+    label: int  # 1 same incident, 0 not
+    origin: str  # where the label came from
+
+
+@dataclass
+class Pool:
+    name: str
+    records: dict[str, Record]
+    pairs: list[Pair]
+    candidates: list[tuple[str, str]] = field(default_factory=list)
+    common: CommonLines = field(default_factory=CommonLines)
+
+
+class VectorCache:
+    """Body and title vectors and unreadable shares by text hash, for one model, kept under `var/`."""
+
+    def __init__(self, encoder: object | None, model_id: str) -> None:
+        self.encoder = encoder
+        self.folder = CACHE / model_id.replace("/", "_").replace("@", "-")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.vectors: dict[str, NDArray[np.float32]] = {}
+        self.unreadable: dict[str, float | None] = {}
+        index_file = self.folder / "keys.json"
+        if index_file.is_file():
+            keys = json.loads(index_file.read_text())
+            matrix = np.load(self.folder / "vectors.npy")
+            shares = json.loads((self.folder / "unreadable.json").read_text())
+            self.vectors = {key: matrix[row] for row, key in enumerate(keys)}
+            self.unreadable = {key: shares.get(key) for key in keys}
+
+    def _save(self) -> None:
+        keys = list(self.vectors)
+        np.save(self.folder / "vectors.npy.tmp.npy", np.vstack([self.vectors[key] for key in keys]).astype(np.float32))
+        (self.folder / "vectors.npy.tmp.npy").replace(self.folder / "vectors.npy")
+        (self.folder / "unreadable.json").write_text(json.dumps(self.unreadable))
+        (self.folder / "keys.json").write_text(json.dumps(keys))
+
+    def ensure(self, texts: Iterable[str], *, chunk: int = 128, progress: bool = True) -> None:
+        """Encode the texts not cached yet, a chunk at a time, saving after each chunk."""
+        missing: dict[str, str] = {}
+        for text in texts:
+            key = text_hash(text)
+            if key not in self.vectors:
+                missing[key] = text
+        if not missing:
+            return
+        if self.encoder is None:
+            raise RuntimeError(f"{len(missing)} texts are not encoded yet: run with the model (not --cached-only)")
+        items = sorted(missing.items(), key=lambda item: len(item[1]))
+        for start in range(0, len(items), chunk):
+            part = items[start : start + chunk]
+            vectors = self.encoder.encode([text for _, text in part])  # type: ignore[attr-defined]
+            shares = self.encoder.unreadable([text for _, text in part])  # type: ignore[attr-defined]
+            for (key, _), vector, share in zip(part, vectors, shares, strict=True):
+                self.vectors[key] = np.asarray(vector, dtype=np.float32)
+                self.unreadable[key] = share
+            self._save()
+            if progress:
+                print(f"  encoded {min(start + chunk, len(items))}/{len(items)}", flush=True)
+
+    def vector(self, text: str) -> NDArray[np.float32]:
+        return self.vectors[text_hash(text)]
+
+    def share(self, text: str) -> float | None:
+        return self.unreadable.get(text_hash(text))
+
+
+def texts_of(record: Record) -> tuple[str, str]:
+    """The body and title texts curation embeds for a record."""
+    return body_text(record.text.title, record.text.input), title_text(record.text.title, record.text.input)
+
+
+def _nearest_earlier(order: Sequence[str], matrix: NDArray[np.float32], allowed: NDArray[np.bool_] | None = None) -> list[int | None]:
+    """For each record (rows in `order`), the row of its most similar earlier record (None for the first)."""
+    similarity = matrix @ matrix.T
+    found: list[int | None] = []
+    for row in range(len(order)):
+        if row == 0:
+            found.append(None)
+            continue
+        scores = similarity[row, :row].copy()
+        if allowed is not None:
+            scores[~allowed[row, :row]] = -np.inf
+        best = int(np.argmax(scores))
+        found.append(best if np.isfinite(scores[best]) else None)
+    return found
+
+
+def body_matrix(records: Sequence[Record], cache: VectorCache) -> NDArray[np.float32]:
+    return np.vstack([cache.vector(texts_of(record)[0]) for record in records]).astype(np.float32)
+
+
+def _date(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def hadoop_records() -> dict[str, Record]:
+    records: dict[str, Record] = {}
+    with (DATA / "gitbugs_hadoop" / "reports.jsonl").open() as lines:
+        for line in lines:
+            report = json.loads(line)
+            title = (report.get("title") or "").strip()
+            body = f"{title}\n\n{report.get('description') or ''}".strip()
+            fields = {name: str(report.get(name) or "") for name in ("priority", "affects_versions")}
+            records[report["id"]] = Record(report["id"], PairText(title, body, _date(report.get("created")), fields))
+    return records
+
+
+def hadoop(cache: VectorCache) -> Pool:
+    """Maintainer-linked duplicates (same), blind-read labels (same vs related/different), and
+    nearest earlier neighbours that no one linked (not same; about 6% may be unlinked duplicates)."""
+    records = hadoop_records()
+    resolutions = {}
+    with (DATA / "gitbugs_hadoop" / "reports.jsonl").open() as lines:
+        for line in lines:
+            report = json.loads(line)
+            resolutions[report["id"]] = report.get("resolution")
+    pairs: list[Pair] = []
+    seen: set[frozenset[str]] = set()
+
+    def add(a: str, b: str, label: int, origin: str) -> None:
+        key = frozenset((a, b))
+        if a in records and b in records and a != b and key not in seen:
+            seen.add(key)
+            later, earlier = sorted((a, b), key=lambda k: records[k].text.occurred_at or datetime.min, reverse=True)
+            pairs.append(Pair("gitbugs_hadoop", later, earlier, label, origin))
+
+    with (DATA / "gitbugs_hadoop" / "near_pairs_labelled.jsonl").open() as lines:
+        for line in lines:
+            row = json.loads(line)
+            add(row["a_id"], row["b_id"], int(row["label"] == "same"), "read: near pairs (shared data)")
+    for name in ("gitbugs_neighbours.jsonl", "gitbugs_decisions_read.jsonl"):
+        with (LABELS / name).open() as lines:
+            for line in lines:
+                row = json.loads(line)
+                add(row["later_id"], row["earlier_id"], int(row["label"] == "same"), f"read: {name}")
+    linked: set[frozenset[str]] = set()
+    with (DATA / "gitbugs_hadoop" / "dup_pairs.jsonl").open() as lines:
+        for line in lines:
+            row = json.loads(line)
+            linked.add(frozenset((row["a_id"], row["b_id"])))
+            add(row["a_id"], row["b_id"], 1, "maintainer-linked duplicate")
+    order = sorted(records, key=lambda key: (records[key].text.occurred_at or datetime.min, key))
+    ordered = [records[key] for key in order]
+    cache.ensure(text for record in ordered for text in texts_of(record))
+    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
+    candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
+    drawn = random.Random(28).sample(range(1, len(order)), len(order) - 1)
+    added = 0
+    for row in drawn:
+        other = nearest[row]
+        if other is None or added >= NEIGHBOUR_NEGATIVES:
+            continue
+        a, b = order[row], order[other]
+        if frozenset((a, b)) in linked or frozenset((a, b)) in seen or "Duplicate" in (resolutions[a], resolutions[b]):
+            continue
+        add(a, b, 0, "unlinked nearest earlier neighbour")
+        added += 1
+    common = common_lines(record.text.input for record in ordered)
+    return Pool("gitbugs_hadoop", records, pairs, candidates, common)
+
+
+def sts(cache: VectorCache) -> Pool:
+    """News headlines: gold score >= 4.8 same, <= 2 not (pairs the STS builders put together as alike)."""
+    records: dict[str, Record] = {}
+    keys: dict[str, str] = {}
+    pairs: list[Pair] = []
+
+    def record(sentence: str) -> str:
+        sentence = sentence.strip()
+        if sentence not in keys:
+            keys[sentence] = f"s{len(keys)}"
+            records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
+        return keys[sentence]
+
+    with (DATA / "sts_headlines" / "pairs.jsonl").open() as lines:
+        for line in lines:
+            row = json.loads(line)
+            a, b = record(row["s2"]), record(row["s1"])
+            if a == b:
+                continue
+            if row["score"] >= 4.8:
+                pairs.append(Pair("sts_headlines", a, b, 1, "STS score >= 4.8"))
+            elif row["score"] <= 2:
+                pairs.append(Pair("sts_headlines", a, b, 0, "STS score <= 2"))
+    order = list(records)
+    ordered = [records[key] for key in order]
+    cache.ensure(text for record_ in ordered for text in texts_of(record_))
+    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
+    candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
+    return Pool("sts_headlines", records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
+
+
+def loghub(cache: VectorCache) -> Pool:
+    """Log lines: the nearest earlier sampled line of the same EventId (same), and the nearest
+    earlier sampled line of another EventId (not same), per system."""
+    records: dict[str, Record] = {}
+    pairs: list[Pair] = []
+    candidates: list[tuple[str, str]] = []
+    events: dict[str, str] = {}
+    for system in LOGHUB_SYSTEMS:
+        with (DATA / "loghub_2k" / system / f"{system}_2k.log_structured.csv").open(newline="", encoding="utf-8", errors="replace") as handle:
+            rows = list(csv.DictReader(handle))
+        chosen = sorted(random.Random(f"loghub-{system}").sample(range(len(rows)), LOGHUB_SAMPLE))
+        order: list[str] = []
+        for row_number in chosen:
+            row = rows[row_number]
+            key = f"{system}:{row['LineId']}"
+            fields = {name.lower(): row[name] for name in ("Component", "Level") if row.get(name)}
+            records[key] = Record(key, PairText("", row["Content"], None, fields))
+            events[key] = row["EventId"]
+            order.append(key)
+        ordered = [records[key] for key in order]
+        cache.ensure(text for record in ordered for text in texts_of(record))
+        matrix = body_matrix(ordered, cache)
+        labels = np.array([events[key] for key in order])
+        same = labels[:, None] == labels[None, :]
+        for row, other in enumerate(_nearest_earlier(order, matrix, same)):
+            if other is not None:
+                pairs.append(Pair("loghub_2k", order[row], order[other], 1, "same EventId"))
+        for row, other in enumerate(_nearest_earlier(order, matrix, ~same)):
+            if other is not None:
+                pairs.append(Pair("loghub_2k", order[row], order[other], 0, "nearest line of another EventId"))
+        candidates += [(order[row], order[other]) for row, other in enumerate(_nearest_earlier(order, matrix)) if other is not None]
+    return Pool("loghub_2k", records, pairs, candidates, common_lines(record.text.input for record in records.values()))
+
+
+def cisa_kev(cache: VectorCache) -> Pool:
+    """Known exploited vulnerabilities: every CVE is its own record, so every pair is not same:
+    all pairs within the 57 groups sharing a shortDescription, and unlinked nearest earlier neighbours."""
+    document = json.loads((DATA / "cisa_kev" / "known_exploited_vulnerabilities.json").read_text())
+    records: dict[str, Record] = {}
+    groups: dict[str, list[str]] = {}
+    for entry in document["vulnerabilities"]:
+        text = f"{entry['vendorProject']} {entry['product']}: {entry['shortDescription']}"
+        fields = {"vendor": entry["vendorProject"], "product": entry["product"]}
+        records[entry["cveID"]] = Record(entry["cveID"], PairText(entry["vulnerabilityName"], text, _date(entry["dateAdded"]), fields))
+        groups.setdefault(entry["shortDescription"], []).append(entry["cveID"])
+    order = sorted(records, key=lambda key: (records[key].text.occurred_at or datetime.min, key))
+    position = {key: row for row, key in enumerate(order)}
+    pairs: list[Pair] = []
+    seen: set[frozenset[str]] = set()
+    for members in groups.values():
+        members = sorted(members, key=position.__getitem__)
+        for later in range(len(members)):
+            for earlier in range(later):
+                seen.add(frozenset((members[later], members[earlier])))
+                pairs.append(Pair("cisa_kev", members[later], members[earlier], 0, "same shortDescription, another CVE"))
+    ordered = [records[key] for key in order]
+    cache.ensure(text for record in ordered for text in texts_of(record))
+    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
+    candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
+    drawn = random.Random(28).sample(range(1, len(order)), len(order) - 1)
+    added = 0
+    for row in drawn:
+        other = nearest[row]
+        if other is None or added >= NEIGHBOUR_NEGATIVES or frozenset((order[row], order[other])) in seen:
+            continue
+        seen.add(frozenset((order[row], order[other])))
+        pairs.append(Pair("cisa_kev", order[row], order[other], 0, "nearest earlier neighbour, another CVE"))
+        added += 1
+    return Pool("cisa_kev", records, pairs, candidates, common_lines(record.text.input for record in ordered))
+
+
+POOLS = {"gitbugs_hadoop": hadoop, "sts_headlines": sts, "loghub_2k": loghub, "cisa_kev": cisa_kev}

@@ -1,0 +1,128 @@
+"""A calibrated same-incident judge: P(two records are one incident) from a pair's features
+(`curation.dedup.pair_features`), and the three outcomes it supports: duplicate above a high P,
+distinct below a low P, and "ask a curator" in between.
+
+The model is a plain JSON file (`model.json` beside this module, written by
+`bench/train_judge.py`): a logistic regression over standardised features (missing values
+replaced by the training medians) followed by a calibration map (Platt's sigmoid or isotonic), plus the two
+thresholds and the figures it was chosen by. Nothing is unpickled; scoring a pair is a dot
+product and an interpolation (microseconds), so it can be called per candidate pair during
+curation. It is measured offline only: curation does not decide with it yet (see DATA_CARD.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from curation.dedup.pair_features import FEATURES, FEATURES_VERSION
+
+MODEL_FILE = Path(__file__).with_name("model.json")
+MODEL_FORMAT = "goldenset-judge/1"
+
+
+class Outcome(StrEnum):
+    DUPLICATE = "duplicate"
+    DISTINCT = "distinct"
+    ASK = "ask a curator"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """P at or above `duplicate` is a duplicate, below `distinct` distinct, in between a curator's call."""
+
+    duplicate: float
+    distinct: float
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.distinct <= self.duplicate <= 1:
+            raise ValueError(f"thresholds must satisfy 0 <= distinct <= duplicate <= 1, got distinct {self.distinct}, duplicate {self.duplicate}")
+
+
+class SameIncidentJudge:
+    """The judge a model file describes (`load`). `probability` and `outcome` take the features of
+    one pair, by name (a mapping, as `pair_features` returns) or as a vector in `FEATURES` order."""
+
+    def __init__(self, model: Mapping[str, Any]) -> None:
+        if model.get("format") != MODEL_FORMAT:
+            raise ValueError(f"not a judge model of format {MODEL_FORMAT}: {model.get('format')!r}; rebuild it with bench/train_judge.py")
+        if model.get("features_version") != FEATURES_VERSION or tuple(model.get("features", ())) != FEATURES:
+            raise ValueError(
+                f"the model was fitted on features {model.get('features_version')!r} and this code computes {FEATURES_VERSION!r}: rebuild it with bench/train_judge.py"
+            )
+        self.model = dict(model)
+        self._medians = np.asarray(model["impute"], dtype=np.float64)
+        self._mean = np.asarray(model["mean"], dtype=np.float64)
+        self._scale = np.asarray(model["scale"], dtype=np.float64)
+        self._coef = np.asarray(model["coef"], dtype=np.float64)
+        self._intercept = float(model["intercept"])
+        calibration = model["calibration"]
+        self._method = calibration["method"]
+        if self._method == "isotonic":
+            self._x = np.asarray(calibration["x"], dtype=np.float64)
+            self._y = np.asarray(calibration["y"], dtype=np.float64)
+        elif self._method == "sigmoid":
+            self._a, self._b = float(calibration["a"]), float(calibration["b"])
+        else:
+            raise ValueError(f"unknown calibration {self._method!r}: expected isotonic or sigmoid")
+        self.thresholds = Thresholds(**model["thresholds"])
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> SameIncidentJudge:
+        """The judge in `path` (default: the shipped `model.json`)."""
+        return cls(json.loads(Path(path or MODEL_FILE).read_text(encoding="utf-8")))
+
+    def _matrix(self, features: Mapping[str, float] | Sequence[float] | NDArray[np.float64]) -> NDArray[np.float64]:
+        if isinstance(features, Mapping):
+            missing = [name for name in FEATURES if name not in features]
+            if missing:
+                raise KeyError(f"features missing: {', '.join(missing)}")
+            features = [float(features[name]) for name in FEATURES]
+        matrix = np.atleast_2d(np.asarray(features, dtype=np.float64))
+        if matrix.shape[1] != len(FEATURES):
+            raise ValueError(f"expected {len(FEATURES)} features per pair ({', '.join(FEATURES)}), got {matrix.shape[1]}")
+        return matrix
+
+    def _standardised(self, matrix: NDArray[np.float64]) -> NDArray[np.float64]:
+        filled = np.where(np.isnan(matrix), self._medians, matrix)
+        return (filled - self._mean) / self._scale
+
+    def scores(self, matrix: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The uncalibrated decision values (log-odds) of pairs, one row of features each."""
+        return np.asarray(self._standardised(self._matrix(matrix)) @ self._coef + self._intercept, dtype=np.float64)
+
+    def probabilities(self, matrix: NDArray[np.float64] | Sequence[Sequence[float]]) -> NDArray[np.float64]:
+        """P(same incident) of pairs, one row of features (in `FEATURES` order) each."""
+        scores = self.scores(np.asarray(matrix, dtype=np.float64))
+        if self._method == "isotonic":
+            return np.asarray(np.interp(scores, self._x, self._y), dtype=np.float64)
+        return np.asarray(1.0 / (1.0 + np.exp(self._a * scores + self._b)), dtype=np.float64)
+
+    def probability(self, features: Mapping[str, float] | Sequence[float]) -> float:
+        """P(same incident) of one pair."""
+        return float(self.probabilities(self._matrix(features))[0])
+
+    def outcome(self, probability: float) -> Outcome:
+        """The decision a probability stands for under the model's thresholds."""
+        if math.isnan(probability):
+            raise ValueError("probability is NaN")
+        if probability >= self.thresholds.duplicate:
+            return Outcome.DUPLICATE
+        if probability < self.thresholds.distinct:
+            return Outcome.DISTINCT
+        return Outcome.ASK
+
+    def contributions(self, features: Mapping[str, float] | Sequence[float], *, top: int = 5) -> dict[str, float]:
+        """The features that moved this pair's log-odds most, by name, with their signed share
+        of it (coefficient times standardised value): what a curator is shown as "why"."""
+        values = self._standardised(self._matrix(features))[0] * self._coef
+        order = np.argsort(-np.abs(values))[:top]
+        return {FEATURES[index]: round(float(values[index]), 3) for index in order}
