@@ -17,7 +17,7 @@ commit later), in one snapshot with the table's count; when the links read and t
 not add up to that count, the copy is rebuilt from every link. A table that shrank (a database
 restored from a backup) is rebuilt too.
 
-The copy costs about 200 bytes per link (`MAX_LINKS` caps it: a larger table is not copied and
+The copy costs about 200 to 240 bytes per link (`MAX_LINKS` caps it: a larger table is not copied and
 every lookup follows links). It lives per engine URL; `clear()` drops every copy.
 """
 
@@ -38,8 +38,8 @@ from schemas.dedup import NearLink
 
 logger = logging.getLogger(__name__)
 
-MAX_LINKS = 2_000_000
-"""The most links a copy holds (about 400 MB); past it every lookup follows links."""
+MAX_LINKS = 500_000
+"""The most links a copy holds (about 120 MB at 240 bytes a link); past it every lookup follows links."""
 
 CATCH_UP_MARGIN = timedelta(hours=1)
 """How far before the newest link a copy holds catching up reads again."""
@@ -52,13 +52,17 @@ def _pair(item_id: int, other_id: int) -> int:
 @dataclass(frozen=True)
 class Groups:
     """The near groups of one committed state of `near_link`: its row count, the newest
-    `recorded_at`, the stored pairs (item_id << 32 | other_id) and each linked item's group.
-    Never changed once published: catching up makes a new one."""
+    `recorded_at`, and each linked item's group (in `base`, or in `overlay` for items whose group
+    changed since `base` was made). Never changed once published: catching up makes a new one,
+    copying only the overlay (folded into a new base once it outgrows an eighth of it)."""
 
     count: int
     newest: datetime | None
-    pairs: frozenset[int]
-    group_of: dict[int, frozenset[int]]
+    base: dict[int, frozenset[int]]
+    overlay: dict[int, frozenset[int]]
+
+    def group(self, item_id: int) -> frozenset[int] | None:
+        return self.overlay.get(item_id) or self.base.get(item_id)
 
     def lookup(self, item_ids: Iterable[int]) -> dict[int, frozenset[int]]:
         """As `groups.traced_groups`: the group of each of `item_ids` and of every member."""
@@ -66,7 +70,7 @@ class Groups:
         for item_id in item_ids:
             if item_id in found:
                 continue
-            group = self.group_of.get(item_id)
+            group = self.group(item_id)
             if group is None:
                 found[item_id] = frozenset((item_id,))
             else:
@@ -74,7 +78,12 @@ class Groups:
         return found
 
 
-def _built(rows: Iterable[tuple[int, int, datetime]]) -> Groups:
+def _newest(rows: Collection[tuple[int, int, datetime]], newest: datetime | None) -> datetime | None:
+    latest = max((recorded_at for _, _, recorded_at in rows), default=None)
+    return latest if newest is None or (latest is not None and latest > newest) else newest
+
+
+def _built(rows: Collection[tuple[int, int, datetime]]) -> Groups:
     """Groups of every link in `rows` (union-find, then each component frozen once)."""
     parent: dict[int, int] = {}
 
@@ -86,37 +95,32 @@ def _built(rows: Iterable[tuple[int, int, datetime]]) -> Groups:
             parent[item_id], item_id = root, parent[item_id]
         return root
 
-    pairs: set[int] = set()
-    newest: datetime | None = None
-    for item_id, other_id, recorded_at in rows:
-        pairs.add(_pair(item_id, other_id))
-        newest = recorded_at if newest is None or recorded_at > newest else newest
+    for item_id, other_id, _ in rows:
         first, second = find(item_id), find(other_id)
         if first != second:
             parent[max(first, second)] = min(first, second)
     members: dict[int, list[int]] = {}
     for item_id in parent:
         members.setdefault(find(item_id), []).append(item_id)
-    group_of: dict[int, frozenset[int]] = {}
+    base: dict[int, frozenset[int]] = {}
     for listed in members.values():
-        group = frozenset(listed)
-        group_of.update(dict.fromkeys(listed, group))
-    return Groups(count=len(pairs), newest=newest, pairs=frozenset(pairs), group_of=group_of)
+        base.update(dict.fromkeys(listed, frozenset(listed)))
+    return Groups(count=len(rows), newest=_newest(rows, None), base=base, overlay={})
 
 
 def _extended(groups: Groups, rows: Collection[tuple[int, int, datetime]]) -> Groups:
     """`groups` with the links of `rows` (none of them held yet) added."""
-    group_of = dict(groups.group_of)
-    newest = groups.newest
-    for item_id, other_id, recorded_at in rows:
-        newest = recorded_at if newest is None or recorded_at > newest else newest
-        first = group_of.get(item_id, frozenset((item_id,)))
-        second = group_of.get(other_id, frozenset((other_id,)))
+    overlay = dict(groups.overlay)
+    for item_id, other_id, _ in rows:
+        first = overlay.get(item_id) or groups.base.get(item_id) or frozenset((item_id,))
+        second = overlay.get(other_id) or groups.base.get(other_id) or frozenset((other_id,))
         if first is not second:
             merged = first | second
-            group_of.update(dict.fromkeys(merged, merged))
-    pairs = groups.pairs.union(_pair(item_id, other_id) for item_id, other_id, _ in rows)
-    return Groups(count=len(pairs), newest=newest, pairs=pairs, group_of=group_of)
+            overlay.update(dict.fromkeys(merged, merged))
+    base = groups.base
+    if len(overlay) > max(1024, len(base) // 8):
+        base, overlay = {**base, **overlay}, {}
+    return Groups(count=groups.count + len(rows), newest=_newest(rows, groups.newest), base=base, overlay=overlay)
 
 
 def _count(connection: Connection | Session) -> int:
@@ -129,6 +133,7 @@ class GroupCache:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._groups: Groups | None = None
+        self._pairs: set[int] = set()  # the links of `_groups` (item_id << 32 | other_id), read and grown under the lock
         self._too_large_at: int | None = None
         self._lock = threading.Lock()
         self.rebuilds = 0
@@ -171,19 +176,22 @@ class GroupCache:
             query = select(*columns)
             if groups.newest is not None:
                 query = query.where(col(NearLink.recorded_at) >= groups.newest - CATCH_UP_MARGIN)
-            new = [(a, b, at) for a, b, at in connection.execute(query) if _pair(a, b) not in groups.pairs]
+            new = [(a, b, at) for a, b, at in connection.execute(query) if _pair(a, b) not in self._pairs]
             count = _count(connection)
             if count == groups.count + len(new) and count <= MAX_LINKS:
                 self.catch_ups += 1
+                self._pairs.update(_pair(a, b) for a, b, _ in new)
                 return _extended(groups, new) if new else groups
         count = _count(connection)
         if count > MAX_LINKS:
             self._too_large_at = count
-            self._groups = None
+            self._groups, self._pairs = None, set()
             logger.warning("near_link holds %d links, over the %d a group cache holds: near groups are followed link by link", count, MAX_LINKS)
             return None
         self.rebuilds += 1
-        return _built((a, b, at) for a, b, at in connection.execute(select(*columns)))
+        rows = [(a, b, at) for a, b, at in connection.execute(select(*columns))]
+        self._pairs = {_pair(a, b) for a, b, _ in rows}
+        return _built(rows)
 
 
 _caches: dict[str, GroupCache] = {}
