@@ -696,7 +696,8 @@ def statements_timed(engine: Engine) -> Iterator[list[Statement]]:
         started.append(time.perf_counter())
 
     def after(connection: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        timed.append(Statement(statement, parameters, (time.perf_counter() - started.pop()) * 1000))
+        if started:  # a statement begun before the listener was added (the index's background thread) is left out
+            timed.append(Statement(statement, parameters, (time.perf_counter() - started.pop()) * 1000))
 
     event.listen(engine, "before_cursor_execute", before)
     event.listen(engine, "after_cursor_execute", after)
