@@ -15,7 +15,10 @@ whole pool:
   than this benchmark should (the per-item verdict searches an index that grows to the pool's size);
 - then statuses are set to a realistic mix: `--unique` items (default 20,000) of the eval's
   sources wait for review, the others are approved, rejected or duplicates, and every review
-  decision has its audit event (some by the benchmark's own reviewer, so the page offers Undo).
+  decision has its audit event (some by the benchmark's own reviewer, so the page offers Undo);
+- near links put `--near-share` of the pool (default 35%, as in GitBugs Hadoop, where 841 of
+  2,438 reports share a group) in near groups drawn at random: a few large groups (400, 250, 160,
+  120, 80 members), the rest mostly pairs and triples; the sealed check of every page follows them.
 
 The app (`service.app.create_app`, with the same encoder) runs under uvicorn on loopback, signed in
 through `/ui/login` with a `read,curate` token. The server time of each request is the app's own
@@ -23,7 +26,7 @@ through `/ui/login` with a `read,curate` token. The server time of each request 
 handler, the audit writes and the template); the client's round trip is shown beside it.
 
 Usage: .venv/bin/python bench/ui_review_page.py [--items 100000] [--unique 20000] [--curated 10000]
-           [--requests 30] [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
+           [--requests 30] [--near-share 0.35] [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
            [--keep DIR] [--profile]
 
 With `--database-url`, the pool is built in a new database `bench_ui` on that server (dropped
@@ -76,7 +79,7 @@ from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text
 from ingest.preparing import record_digest
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
-from schemas.dedup import DedupDecision, ItemFingerprint
+from schemas.dedup import DedupDecision, ItemFingerprint, NearLink
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.source import Source
@@ -104,6 +107,9 @@ LOADING = "dedup index is loading"
 APPROVED_SHARE = 0.75  # of the decided non-duplicates; the rest are rejected
 DUPLICATE_SHARE = 0.10  # of the items not curated: duplicates of the item they vary
 OWN_DECISIONS = 200  # review decisions by the benchmark's own reviewer (the newest: the page offers Undo)
+NEAR_SHARE = 0.35  # of the pool in near groups: 841 of 2,438 GitBugs Hadoop reports share a group
+LARGE_GROUPS = (400, 250, 160, 120, 80)  # a few large groups (the largest of GitBugs Hadoop holds 160)
+EXTRA_LINKS = 0.3  # links per group beyond a spanning tree, as a share of its members
 
 
 @dataclass(frozen=True)
@@ -262,6 +268,7 @@ class Pool:
     by_status: dict[str, int] = field(default_factory=dict)
     curated: CurationSummary | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    near: dict[str, int] = field(default_factory=dict)
 
 
 def _timed(pool: Pool, phase: str) -> Callable[[], None]:
@@ -274,7 +281,50 @@ def _timed(pool: Pool, phase: str) -> Callable[[], None]:
     return done
 
 
-def build_pool(engine: Engine, *, total: int, unique: int, curated: int) -> Pool:
+def group_sizes(grouped: int, rng: random.Random) -> list[int]:
+    """Sizes of near groups holding `grouped` items in all: the few `LARGE_GROUPS` that fit, the
+    rest mostly pairs and triples (a power law from 2 to 50 members)."""
+    sizes = [size for size in LARGE_GROUPS if size * 4 <= grouped]
+    left = grouped - sum(sizes)
+    choices = list(range(2, 51))
+    weights = [size**-2.2 for size in choices]
+    while left >= 2:
+        size = min(rng.choices(choices, weights)[0], left)
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def add_near_links(engine: Engine, item_ids: Sequence[int], share: float, rng: random.Random) -> dict[str, int]:
+    """Near links (`schemas.dedup.NearLink`) putting `share` of `item_ids` in groups, drawn at
+    random over the pool: each group a random tree (every member linked to an earlier one) and
+    `EXTRA_LINKS` more links, beside the links the curated subset already stored."""
+    with engine.connect() as connection:
+        stored = {frozenset(pair) for pair in connection.execute(select(NearLink.item_id, NearLink.other_id)).all()}  # type: ignore[call-overload]
+    chosen = rng.sample(list(item_ids), int(len(item_ids) * share))
+    now = utcnow()
+    rows: list[dict[str, Any]] = []
+    sizes = group_sizes(len(chosen), rng)
+    start = 0
+    for size in sizes:
+        members = chosen[start : start + size]
+        start += size
+        pairs = {frozenset((members[n], members[rng.randrange(n)])) for n in range(1, size)}
+        for _ in range(int(size * EXTRA_LINKS)):
+            first, second = rng.sample(members, 2)
+            pairs.add(frozenset((first, second)))
+        for pair in pairs - stored:
+            later, earlier = max(pair), min(pair)
+            stage = rng.choice(("minhash", "embedding", "embedding", "exact"))
+            rows.append({"item_id": later, "other_id": earlier, "stage": stage, "score": None if stage == "exact" else round(rng.uniform(0.8, 0.99), 4), "recorded_at": now})
+    with engine.begin() as connection:
+        for offset in range(0, len(rows), INSERT_BATCH):
+            connection.execute(insert(NearLink.__table__), rows[offset : offset + INSERT_BATCH])  # type: ignore[attr-defined]
+        links = int(connection.execute(text("SELECT count(*) FROM near_link")).scalar_one())
+    return {"links": links, "added": len(rows), "grouped": start, "groups": len(sizes), "largest": max(sizes, default=0)}
+
+
+def build_pool(engine: Engine, *, total: int, unique: int, curated: int, near_share: float = NEAR_SHARE) -> Pool:
     pool = Pool(engine)
     encoder = HashingEncoder()
     recipe = MinHashRecipe()
@@ -413,6 +463,11 @@ def build_pool(engine: Engine, *, total: int, unique: int, curated: int) -> Pool
             connection.execute(status_update, changes[start : start + INSERT_BATCH])
         for start in range(0, len(events), INSERT_BATCH):
             connection.execute(insert(audit_table), events[start : start + INSERT_BATCH])
+    done()
+
+    done = _timed(pool, "near links added")
+    near = pool.near = add_near_links(engine, [entry.item_id for entry in planned], near_share, rng)
+    log(f"    {near['added']:,} links put {near['grouped']:,} items in {near['groups']:,} groups (largest {near['largest']}); {near['links']:,} near links in all")
     done()
 
     with write_session(engine) as session:
@@ -641,7 +696,8 @@ def statements_timed(engine: Engine) -> Iterator[list[Statement]]:
         started.append(time.perf_counter())
 
     def after(connection: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        timed.append(Statement(statement, parameters, (time.perf_counter() - started.pop()) * 1000))
+        if started:  # a statement begun before the listener was added (the index's background thread) is left out
+            timed.append(Statement(statement, parameters, (time.perf_counter() - started.pop()) * 1000))
 
     event.listen(engine, "before_cursor_execute", before)
     event.listen(engine, "after_cursor_execute", after)
@@ -733,6 +789,9 @@ def report(pool: Pool, cases: Sequence[Case], index_seconds: float, cold: Sample
     if pool.curated is not None:
         curated = pool.curated
         print(f"  {curated.decided:,} decided by the real Deduplicator.curate ({curated.unique:,} unique, {curated.duplicate:,} duplicate); the rest fingerprinted directly")
+    if pool.near:
+        near = pool.near
+        print(f"  near links: {near['links']:,} in all, {near['added']:,} of them putting {near['grouped']:,} items in {near['groups']:,} groups (largest {near['largest']})")
     print(f"pool build: {pool.seconds['total']} s ({', '.join(f'{key} {value} s' for key, value in pool.seconds.items() if key != 'total')})")
     print(f"dedup index ready for pages after {index_seconds:.1f} s; the first (cold) request took {cold.server_ms:.0f} ms server time")
     print()
@@ -771,6 +830,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=30, help="measured requests per case")
     parser.add_argument("--database-url", help="a PostgreSQL server (its database is used only to create and drop `bench_ui`)")
     parser.add_argument("--keep", type=Path, help="build the SQLite pool in this folder and keep it")
+    parser.add_argument("--near-share", type=float, default=NEAR_SHARE, help="share of the pool put in near groups by added near links (0: none)")
     parser.add_argument("--profile", action="store_true", help="profile every case, not only those over the requirement")
     args = parser.parse_args()
 
@@ -778,7 +838,7 @@ def main() -> None:
     with fresh_database(args.database_url, args.keep) as url:
         engine = make_engine(url)
         backend = engine.dialect.name
-        pool = build_pool(engine, total=args.items, unique=args.unique, curated=args.curated)
+        pool = build_pool(engine, total=args.items, unique=args.unique, curated=args.curated, near_share=args.near_share)
         with write_session(engine) as session:
             token, _ = create_token(session=session, name=REVIEWER, scopes="read,curate", actor="bench")
             session.commit()

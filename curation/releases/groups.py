@@ -11,9 +11,10 @@ A group's *anchor* is its smallest item id: the id the seal key is taken over wh
 released. Item ids grow with ingest, so a newcomer joining a group never changes its anchor; only
 a link that joins two groups does, and then only for the group whose anchor is the larger.
 
-Groups are found from the items asked about, following links breadth first, a few batched
-queries per step (links are indexed both ways), so a page of the review queue reads only the
-groups it shows.
+Groups are read from a per-process copy of every group (`curation.releases.group_cache`),
+checked against the table's row count on every use; where the copy cannot answer for the
+caller's session, they are found from the items asked about, following links breadth first, a
+few batched queries per step (links are indexed both ways).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
+from curation.releases.group_cache import cached_groups
 from schemas.dedup import NearLink
 from schemas.evals import EvalItem, Split
 
@@ -59,7 +61,13 @@ def links_touching(session: Session, item_ids: Collection[int]) -> list[Link]:
 
 def near_groups(session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]]:
     """The group of each of `item_ids` (a set holding the item itself; an item with no link is
-    alone), and of every item reached on the way."""
+    alone), and of every member of those groups."""
+    cached = cached_groups(session, item_ids)
+    return cached if cached is not None else traced_groups(session, item_ids)
+
+
+def traced_groups(session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]]:
+    """As `near_groups`, found by following links from `item_ids`, whatever the copy holds."""
     parent: dict[int, int] = {}
 
     def find(item_id: int) -> int:
