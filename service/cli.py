@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curate": ("service.dedup.cli", "Decide pending candidates (oldest incident first): unique, or duplicate of an earlier item, or contaminated by a reference corpus."),
     "dedup": ("service.dedup.cli", "Dedup's figures, and people's rulings on duplicates."),
     "review": ("service.items.cli", "Approve or reject the items dedup kept as unique, or undo a decision."),
-    "item": ("service.items.cli", "Edit items, and show what each revision changed."),
+    "item": ("service.items.cli", "Show an item and why dedup decided as it did, edit items, and show what each revision changed."),
     "eval": ("service.evals.cli", "Define and list evals."),
     "refresh": ("service.evals.cli", "Write the eval's release for the schedule period holding --at (default now), unless that period has one already."),
     "verify": ("service.evals.cli", "Recompute a release's content digests and Merkle roots from its frozen items."),

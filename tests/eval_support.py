@@ -68,3 +68,11 @@ def item_ids_by_external_id(engine: Engine) -> dict[str, int]:
     """Every stored item's id by its external id."""
     with Session(engine) as session:
         return {item.external_id: item.id for item in session.exec(select(Item)) if item.id is not None}
+
+
+def distinct_words(number: int, count: int = 12) -> str:
+    """`count` made-up words, letters only, that differ from number to number: test records that
+    differ only in numbers are copies once dedup masks numbers, so near-linked into one group (and
+    so on one side of the dev/sealed split)."""
+    letters = "".join(chr(ord("a") + int(char, 16)) for char in hashlib.sha256(str(number).encode()).hexdigest())
+    return " ".join(letters[start : start + 5] for start in range(0, 5 * count, 5))

@@ -29,7 +29,7 @@ from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.rules import DedupConfig
 from service.core.db import write_session
 from tests.conftest import LiveServer
-from tests.eval_support import HashingEncoder
+from tests.eval_support import HashingEncoder, distinct_words
 from tests.run_support import register, released_eval
 
 
@@ -39,7 +39,7 @@ def _records(count: int) -> list[dict[str, object]]:
             "external_id": f"INC-{n}",
             "occurred_at": f"2024-03-{1 + n:02d}T08:00:00Z",
             "title": f"incident {n}: the {('queue', 'cache', 'ledger', 'gateway')[n % 4]} {n} stalled",
-            "input": f"Why did service {n} stop answering after deploy {n * 7}? Logs show error code E{n * 13}.",
+            "input": f"Why did service {n} stop answering after deploy {n * 7}? Logs show error code E{n * 13}: {distinct_words(n)}.",
             "reference": f"Deploy {n * 7} of service {n} removed index {n}; restoring it fixed it.",
             "metadata": {"team": f"team-{n % 3}"},
         }

@@ -176,7 +176,7 @@ def test_items_are_listed_newest_first_with_filters_and_cursor_pages(live_server
         assert reader.get("/v1/items", params={"cursor": "garbage"}).status_code == 422
         assert reader.get("/v1/items", params={"occurred_after": "2024-03-01T00:00:00"}).status_code == 422
         one = reader.get(f"/v1/items/{seen[0]['id']}").json()
-        assert one.pop("dedup") == {"status": "candidate", "duplicate_of": None, "stage": None, "score": None, "decided_at": None}
+        assert one.pop("dedup") == {"status": "candidate", "duplicate_of": None, "stage": None, "score": None, "decided_at": None, "explanation": None}
         assert one.pop("overrides") == []
         assert (one.pop("curated_revision"), one.pop("source_changed_at")) == (None, None)  # never edited
         assert one == seen[0]

@@ -3,7 +3,6 @@ content, verification, the sealed-read budget and the scheduler's catch-up of a 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,16 +27,10 @@ from service.evals.refresh import RefreshError, refresh_eval
 from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, manifest, verify_release
 from service.scheduler import GoldensetScheduler
 from tests.conftest import TEST_SECRET_KEY
-from tests.eval_support import ingest_and_curate
+from tests.eval_support import distinct_words, ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
 
 KEY = b"k" * 32
-
-
-def _words(number: int, count: int = 12) -> str:
-    """`count` made-up words, letters only, that differ from number to number."""
-    letters = "".join(chr(ord("a") + int(char, 16)) for char in hashlib.sha256(str(number).encode()).hexdigest())
-    return " ".join(letters[start : start + 5] for start in range(0, 5 * count, 5))
 
 
 def kev(number: int, date: str, description: str | None = None) -> dict[str, Any]:
@@ -49,7 +42,7 @@ def kev(number: int, date: str, description: str | None = None) -> dict[str, Any
         "product": f"Product {number}",
         "vulnerabilityName": f"Vendor{number} Product {number} flaw number {number}",
         "dateAdded": date,
-        "shortDescription": description or f"Product {number} from vendor {number} lets attackers do thing {number} via path {number * 7}: {_words(number)}.",
+        "shortDescription": description or f"Product {number} from vendor {number} lets attackers do thing {number} via path {number * 7}: {distinct_words(number)}.",
         "requiredAction": "Apply mitigations per vendor instructions.",
         "dueDate": date,
         "knownRansomwareCampaignUse": "Unknown",
