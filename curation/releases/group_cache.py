@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scipy.cluster.hierarchy import DisjointSet
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.base import OptionEngine
@@ -83,28 +84,24 @@ def _newest(rows: Collection[tuple[int, int, datetime]], newest: datetime | None
     return latest if newest is None or (latest is not None and latest > newest) else newest
 
 
+def components(pairs: Iterable[tuple[int, int]], items: Iterable[int] = ()) -> dict[int, frozenset[int]]:
+    """Each item of `pairs` and of `items` with its connected component: the items joined to it by
+    any chain of pairs (itself included)."""
+    disjoint = DisjointSet(items)
+    for first, second in pairs:
+        disjoint.add(first)
+        disjoint.add(second)
+        disjoint.merge(first, second)
+    found: dict[int, frozenset[int]] = {}
+    for subset in disjoint.subsets():
+        frozen = frozenset(subset)
+        found.update(dict.fromkeys(frozen, frozen))
+    return found
+
+
 def _built(rows: Collection[tuple[int, int, datetime]]) -> Groups:
-    """Groups of every link in `rows` (union-find, then each component frozen once)."""
-    parent: dict[int, int] = {}
-
-    def find(item_id: int) -> int:
-        root = item_id
-        while parent.setdefault(root, root) != root:
-            root = parent[root]
-        while parent[item_id] != root:
-            parent[item_id], item_id = root, parent[item_id]
-        return root
-
-    for item_id, other_id, _ in rows:
-        first, second = find(item_id), find(other_id)
-        if first != second:
-            parent[max(first, second)] = min(first, second)
-    members: dict[int, list[int]] = {}
-    for item_id in parent:
-        members.setdefault(find(item_id), []).append(item_id)
-    base: dict[int, frozenset[int]] = {}
-    for listed in members.values():
-        base.update(dict.fromkeys(listed, frozenset(listed)))
+    """Groups of every link in `rows`."""
+    base = components((item_id, other_id) for item_id, other_id, _ in rows)
     return Groups(count=len(rows), newest=_newest(rows, None), base=base, overlay={})
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
-from curation.releases.group_cache import cached_groups
+from curation.releases.group_cache import cached_groups, components
 from schemas.dedup import NearLink
 from schemas.evals import EvalItem, Split
 
@@ -68,37 +68,17 @@ def near_groups(session: Session, item_ids: Collection[int]) -> dict[int, frozen
 
 def traced_groups(session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]]:
     """As `near_groups`, found by following links from `item_ids`, whatever the copy holds."""
-    parent: dict[int, int] = {}
-
-    def find(item_id: int) -> int:
-        root = item_id
-        while parent.setdefault(root, root) != root:
-            root = parent[root]
-        while parent[item_id] != root:
-            parent[item_id], item_id = root, parent[item_id]
-        return root
-
     frontier = set(item_ids)
     seen = set(frontier)
-    for item_id in frontier:
-        find(item_id)
+    pairs: list[tuple[int, int]] = []
     while frontier:
         reached: set[int] = set()
         for link in links_touching(session, frontier):
-            first, second = find(link.a), find(link.b)
-            if first != second:
-                parent[max(first, second)] = min(first, second)
+            pairs.append((link.a, link.b))
             reached.update((link.a, link.b))
         frontier = reached - seen
         seen |= frontier
-    members: dict[int, set[int]] = {}
-    for item_id in seen:
-        members.setdefault(find(item_id), set()).add(item_id)
-    groups: dict[int, frozenset[int]] = {}
-    for group in members.values():
-        frozen = frozenset(group)
-        groups.update((item_id, frozen) for item_id in group)
-    return groups
+    return components(pairs, seen)
 
 
 def anchor(group: Collection[int]) -> int:
