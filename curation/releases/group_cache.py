@@ -195,7 +195,8 @@ _caches: dict[str, GroupCache] = {}
 _caches_lock = threading.Lock()
 
 
-def _cacheable(engine: Engine) -> bool:
+def is_cacheable(engine: Engine) -> bool:
+    """Whether a per-process copy of `engine`'s tables can be kept: not for a memory database."""
     if engine.dialect.name == "postgresql":
         return True
     database = engine.url.database or ""
@@ -203,13 +204,20 @@ def _cacheable(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite" and database not in ("", ":memory:") and "mode=memory" not in database
 
 
-def cache_for(session: Session) -> GroupCache | None:
-    """The copy for the database `session` reads, or None for one that is not copied."""
+def engine_of(session: Session) -> Engine:
+    """The plain engine `session` reads (without a write session's options, so a copy's own
+    reads begin no write transaction)."""
     bind = session.get_bind()
     engine = bind.engine if isinstance(bind, Connection) else bind
-    while isinstance(engine, OptionEngine):  # the plain engine: the copy's reads begin no write transaction
+    while isinstance(engine, OptionEngine):
         engine = engine._proxied
-    if not _cacheable(engine):
+    return engine
+
+
+def cache_for(session: Session) -> GroupCache | None:
+    """The copy for the database `session` reads, or None for one that is not copied."""
+    engine = engine_of(session)
+    if not is_cacheable(engine):
         return None
     key = engine.url.render_as_string(hide_password=True)
     with _caches_lock:

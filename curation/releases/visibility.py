@@ -21,6 +21,11 @@ twice (a *near group*, `curation.releases.groups`) are decided together:
 Releases are immutable, so a link that joins items already released on different sides leaves
 them there; the release writer and `goldenset verify` report such pairs (`cross_split_pairs`).
 
+A page's check reads the groups, the members' memberships and their sources from per-process
+copies (`curation.releases.group_cache`, `curation.releases.membership_cache`), each checked
+against its table's row count in the caller's session; where a copy cannot answer for that
+session, the tables are read.
+
 Sealed content is served only by sealed release reads and sealed runs, which need the `sealed`
 scope and count against the release's budget; every other read shows such items without content,
 and no dev split, dev run or probe ever carries one.
@@ -32,6 +37,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from sqlmodel import Session, col, select
 
+from curation.releases import membership_cache
 from curation.releases.groups import anchor, near_groups
 from curation.releases.sealing import is_sealed
 from schemas.evals import Eval, EvalItem, Split
@@ -92,7 +98,9 @@ def sealing_evals(*, session: Session, item_ids: Collection[int], seal_key_of: S
         return {}
     groups = near_groups(session, wanted)
     members = set().union(*(groups[item_id] for item_id in wanted))
-    held = _held(session, members)
+    cache = membership_cache.cache_for(session)
+    copied = None if cache is None else cache.held(session, members)
+    held = copied if copied is not None else _held(session, members)
 
     def sealers_of(released: Iterable[int]) -> set[int]:
         return {eval_id for item_id in released for eval_id, split in held[item_id].items() if split == Split.SEALED.value}
@@ -110,7 +118,8 @@ def sealing_evals(*, session: Session, item_ids: Collection[int], seal_key_of: S
             unreleased.setdefault(group, []).append(item_id)
     if not unreleased:
         return result
-    sources = _sources(session, set().union(*unreleased))
+    asked_sources = set().union(*unreleased)
+    sources = cache.source_names(session, asked_sources) if cache is not None else _sources(session, asked_sources)
     evaluations = session.exec(select(Eval).order_by(col(Eval.id))).all()
     keys: dict[int, bytes | None] = {}
     for group, asked in unreleased.items():
