@@ -107,15 +107,20 @@ def sealing_evals(*, session: Session, item_ids: Collection[int], seal_key_of: S
 
     result: dict[int, set[int]] = {}
     unreleased: dict[frozenset[int], list[int]] = {}
+    group_sealers: dict[frozenset[int], set[int] | None] = {}  # None: no member released
     for item_id in wanted:
         group = groups[item_id]
-        released = [item_id] if item_id in held else [member for member in group if member in held]
-        if released:
-            sealers = sealers_of(released)
-            if sealers:
-                result[item_id] = sealers
+        if item_id in held:
+            sealers: set[int] | None = sealers_of([item_id])
         else:
+            if group not in group_sealers:
+                released = [member for member in group if member in held]
+                group_sealers[group] = sealers_of(released) if released else None
+            sealers = group_sealers[group]
+        if sealers is None:
             unreleased.setdefault(group, []).append(item_id)
+        elif sealers:
+            result[item_id] = sealers
     if not unreleased:
         return result
     asked_sources = set().union(*unreleased)
@@ -124,7 +129,7 @@ def sealing_evals(*, session: Session, item_ids: Collection[int], seal_key_of: S
     keys: dict[int, bytes | None] = {}
     for group, asked in unreleased.items():
         names = {sources[member] for member in group if member in sources}
-        sealers = set()
+        sealing: set[int] = set()
         for evaluation in evaluations:
             assert evaluation.id is not None
             if not names.intersection(evaluation.sources):
@@ -136,9 +141,9 @@ def sealing_evals(*, session: Session, item_ids: Collection[int], seal_key_of: S
                     keys[evaluation.id] = None
             key = keys[evaluation.id]
             if key is None or is_sealed(key, anchor(group), evaluation.sealed_fraction):
-                sealers.add(evaluation.id)
-        if sealers:
-            result.update((item_id, sealers) for item_id in asked)
+                sealing.add(evaluation.id)
+        if sealing:
+            result.update((item_id, sealing) for item_id in asked)
     return result
 
 
