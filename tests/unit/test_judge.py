@@ -9,6 +9,7 @@ import json
 import math
 from datetime import datetime
 
+import numpy as np
 import pytest
 
 from curation.dedup.judge import MODEL_FILE, Outcome, SameIncidentJudge, Thresholds
@@ -104,3 +105,20 @@ def test_pair_features_are_symmetric_and_named_in_order() -> None:
     assert ab["conflict_version"] == 1.0  # ... and the version conflict says what masking hid
     assert ab["fields_same"] == 0.0
     assert ab["time_gap_log_days"] == pytest.approx(math.log1p(59))
+
+
+def test_boosted_trees_exported_to_json_score_as_scikit_learn_does() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from curation.dedup.judge import Trees, export_trees
+
+    generator = np.random.default_rng(7)
+    x = generator.normal(size=(600, len(FEATURES)))
+    x[generator.random(x.shape) < 0.1] = np.nan  # unknown values take each split's learned side
+    y = ((np.nan_to_num(x[:, 0]) + np.nan_to_num(x[:, 3]) * 0.5 + generator.normal(scale=0.5, size=600)) > 0).astype(int)
+    boosted = HistGradientBoostingClassifier(max_iter=40, max_leaf_nodes=15, random_state=7).fit(x, y)
+    exported = json.loads(json.dumps(export_trees(boosted)))  # through JSON, as model.json holds it
+    rows = generator.normal(size=(500, len(FEATURES)))
+    rows[generator.random(rows.shape) < 0.1] = np.nan
+    ours = 1.0 / (1.0 + np.exp(-Trees(exported).scores(rows)))
+    assert np.max(np.abs(ours - boosted.predict_proba(rows)[:, 1])) < 1e-9
