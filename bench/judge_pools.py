@@ -16,6 +16,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,7 +34,6 @@ CACHE = ROOT / "var" / "judge-vectors"
 LOGHUB_SYSTEMS = ("Android", "BGL", "HDFS", "HPC", "Linux", "OpenStack", "Spark", "Windows")
 LOGHUB_SAMPLE = 200  # lines per system (the encoding stays bounded)
 NEIGHBOUR_NEGATIVES = 250  # unlinked nearest earlier neighbours drawn per pool of reports
-FIREFOX_NEGATIVES = 1000  # the Firefox pool has 1,344 linked pairs: as many hard negatives, near enough
 
 
 @dataclass(frozen=True)
@@ -215,37 +216,6 @@ def hadoop(cache: VectorCache) -> Pool:
     return Pool("gitbugs_hadoop", records, pairs, candidates, common)
 
 
-def sts(cache: VectorCache) -> Pool:
-    """News headlines: gold score >= 4.8 same, <= 2 not (pairs the STS builders put together as alike)."""
-    records: dict[str, Record] = {}
-    keys: dict[str, str] = {}
-    pairs: list[Pair] = []
-
-    def record(sentence: str) -> str:
-        sentence = sentence.strip()
-        if sentence not in keys:
-            keys[sentence] = f"s{len(keys)}"
-            records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
-        return keys[sentence]
-
-    with (DATA / "sts_headlines" / "pairs.jsonl").open() as lines:
-        for line in lines:
-            row = json.loads(line)
-            a, b = record(row["s2"]), record(row["s1"])
-            if a == b:
-                continue
-            if row["score"] >= 4.8:
-                pairs.append(Pair("sts_headlines", a, b, 1, "STS score >= 4.8"))
-            elif row["score"] <= 2:
-                pairs.append(Pair("sts_headlines", a, b, 0, "STS score <= 2"))
-    order = list(records)
-    ordered = [records[key] for key in order]
-    cache.ensure(text for record_ in ordered for text in texts_of(record_))
-    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
-    candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    return Pool("sts_headlines", records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
-
-
 def _groups(links: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Each linked key's group (connected components of the links), named by its smallest key."""
     disjoint: DisjointSet[str] = DisjointSet()
@@ -257,9 +227,11 @@ def _groups(links: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 def firefox(cache: VectorCache) -> Pool:
-    """Mozilla Firefox Bugzilla reports that take part in a maintainer's duplicate link (bench/pools/firefox_dups):
-    every link is same; each drawn report with its nearest earlier report (smaller bug id) outside
-    its duplicate group is not same (some of those may be unlinked duplicates). No dates in the source."""
+    """Mozilla Firefox Bugzilla reports that take part in a maintainer's duplicate link
+    (bench/pools/firefox_dups): every report with its nearest earlier report (smaller bug id) by body
+    cosine, the pair curation would put to the judge, is same when the two are in one duplicate
+    group (connected components of the links) and not same otherwise. The source's own linked
+    pairs are not used as such: half of them were picked for being textually dissimilar. No dates."""
     folder = POOLS_DIR / "firefox_dups"
     records: dict[str, Record] = {}
     with (folder / "reports.jsonl").open(encoding="utf-8") as lines:
@@ -275,50 +247,77 @@ def firefox(cache: VectorCache) -> Pool:
             links.append((f"ff{row['duplicate_id']}", f"ff{row['master_id']}"))
     group = _groups(links)
     order = sorted(records, key=lambda key: int(key[2:]))  # Bugzilla ids grow with the filing date
-    pairs: list[Pair] = []
-    seen: set[frozenset[str]] = set()
-    for a, b in links:
-        if frozenset((a, b)) not in seen and a != b:
-            seen.add(frozenset((a, b)))
-            later, earlier = sorted((a, b), key=lambda key: int(key[2:]), reverse=True)
-            pairs.append(Pair("firefox_dups", later, earlier, 1, "maintainer-linked duplicate"))
     ordered = [records[key] for key in order]
     cache.ensure(text for record in ordered for text in texts_of(record))
-    matrix = body_matrix(ordered, cache)
-    nearest = _nearest_earlier(order, matrix)
+    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
     candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    labels = np.array([group[key] for key in order])
-    outside = _nearest_earlier(order, matrix, labels[:, None] != labels[None, :])
-    for a, b in neighbour_negatives(order, outside, lambda a, b: frozenset((a, b)) in seen, limit=FIREFOX_NEGATIVES):
-        pairs.append(Pair("firefox_dups", a, b, 0, "nearest earlier report of another duplicate group"))
+    pairs = [
+        Pair("firefox_dups", a, b, 1, "nearest earlier report, same duplicate group")
+        if group[a] == group[b]
+        else Pair("firefox_dups", a, b, 0, "nearest earlier report, another duplicate group")
+        for a, b in candidates
+    ]
     return Pool("firefox_dups", records, pairs, candidates, common_lines(record.text.input for record in ordered))
+
+
+def sentence_pool(name: str, rows: Iterable[tuple[str, str, int | None, str]]) -> Callable[[VectorCache], Pool]:
+    """A pool of sentence pairs (`rows`: later sentence, earlier sentence, label or None to leave the
+    pair out, origin), one untitled record per distinct sentence; candidates as for every pool."""
+
+    def build(cache: VectorCache) -> Pool:
+        records: dict[str, Record] = {}
+        keys: dict[str, str] = {}
+        pairs: list[Pair] = []
+
+        def record(sentence: str) -> str:
+            sentence = sentence.strip()
+            if sentence not in keys:
+                keys[sentence] = f"{name}:{len(keys)}"
+                records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
+            return keys[sentence]
+
+        for later, earlier, label, origin in rows:
+            a, b = record(later), record(earlier)
+            if a != b and label is not None:
+                pairs.append(Pair(name, a, b, label, origin))
+        order = list(records)
+        ordered = [records[key] for key in order]
+        cache.ensure(text for record_ in ordered for text in texts_of(record_))
+        nearest = _nearest_earlier(order, body_matrix(ordered, cache))
+        candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
+        return Pool(name, records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
+
+    return build
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def _graded(score: float) -> tuple[int | None, str]:
+    """The STS rule: 4.8 and above same, 2 and below not same (pairs built because they are alike),
+    in between left out."""
+    return (1, "STS score >= 4.8") if score >= 4.8 else (0, "STS score <= 2") if score <= 2 else (None, "")
+
+
+def sts(cache: VectorCache) -> Pool:
+    """News headlines (SemEval STS, ../shared/data): `_graded`."""
+    rows = [(row["s2"], row["s1"], *_graded(row["score"])) for row in _jsonl(DATA / "sts_headlines" / "pairs.jsonl")]
+    return sentence_pool("sts_headlines", rows)(cache)
+
+
+def stsb_ru(cache: VectorCache) -> Pool:
+    """Russian STS-B, machine-translated (bench/pools/stsb_ru): `_graded`."""
+    rows = [(row["s2"], row["s1"], *_graded(row["score"])) for row in _jsonl(POOLS_DIR / "stsb_ru" / "pairs.jsonl")]
+    return sentence_pool("stsb_ru", rows)(cache)
 
 
 def pawsx_de(cache: VectorCache) -> Pool:
     """German PAWS-X (human-translated dev split, bench/pools/pawsx_de): label 1 (paraphrase) same,
     0 not same. The pairs were built to share most words, so "not same" here is a hard negative."""
-    records: dict[str, Record] = {}
-    keys: dict[str, str] = {}
-    pairs: list[Pair] = []
-
-    def record(sentence: str) -> str:
-        if sentence not in keys:
-            keys[sentence] = f"de{len(keys)}"
-            records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
-        return keys[sentence]
-
-    with (POOLS_DIR / "pawsx_de" / "pairs.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            row = json.loads(line)
-            a, b = record(row["s2"]), record(row["s1"])
-            if a != b:
-                pairs.append(Pair("pawsx_de", a, b, int(row["label"]), f"PAWS-X label {row['label']}"))
-    order = list(records)
-    ordered = [records[key] for key in order]
-    cache.ensure(text for record_ in ordered for text in texts_of(record_))
-    nearest = _nearest_earlier(order, body_matrix(ordered, cache))
-    candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    return Pool("pawsx_de", records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
+    rows = [(row["s2"], row["s1"], int(row["label"]), f"PAWS-X label {row['label']}") for row in _jsonl(POOLS_DIR / "pawsx_de" / "pairs.jsonl")]
+    return sentence_pool("pawsx_de", rows)(cache)
 
 
 def loghub(cache: VectorCache) -> Pool:
@@ -389,6 +388,7 @@ POOLS = {
     "gitbugs_hadoop": hadoop,
     "sts_headlines": sts,
     "firefox_dups": firefox,
+    "stsb_ru": stsb_ru,
     "pawsx_de": pawsx_de,
     "loghub_2k": loghub,
     "cisa_kev": cisa_kev,

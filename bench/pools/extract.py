@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python bench/pools/extract.py firefox_dups SNAPSHOT_GIT_DIR
     PYTHONPATH=. python bench/pools/extract.py pawsx_de SNAPSHOT_GIT_DIR
+    PYTHONPATH=. python bench/pools/extract.py stsb_ru SNAPSHOT_GIT_DIR
 
 SNAPSHOT_GIT_DIR is a git directory of the source repository (README.md of each pool names it and
 its commit). Files are read with `git show HEAD:path`; sampling uses fixed seeds, so a rerun on the
@@ -21,6 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PAWSX_PAIRS = 800  # pairs drawn from the 2,000 of the German dev split (bounds the encoding)
+STSB_DIFFERENT = 400  # pairs scored <= 2 drawn (every pair scored >= 4.8 is kept)
 
 
 def _show(git_dir: str, path: str) -> str:
@@ -71,5 +73,42 @@ def pawsx_de(git_dir: str) -> None:
     print(f"pawsx_de: {len(chosen)} of {len(rows)} pairs")
 
 
+def stsb_ru(git_dir: str) -> None:
+    """Russian STS-B (dev and test), without the pairs whose English original is in the
+    sts_headlines pool (../shared/data), so holding that pool out holds out its translations too."""
+    from bench.common import DATA
+
+    headlines: set[str] = set()
+    with (DATA / "sts_headlines" / "pairs.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            headlines.update((row["s1"].strip(), row["s2"].strip()))
+    same, different, dropped = [], [], 0
+    for split in ("dev", "test"):
+        english = list(csv.reader(io.StringIO(_show(git_dir, f"data/stsb-en-{split}.csv"))))
+        russian = list(csv.reader(io.StringIO(_show(git_dir, f"data/stsb-ru-{split}.csv"))))
+        if len(english) != len(russian):
+            raise SystemExit(f"{split}: {len(english)} English rows, {len(russian)} Russian")
+        for number, (en, ru) in enumerate(zip(english, russian, strict=True)):
+            if en[2] != ru[2]:
+                raise SystemExit(f"{split} row {number}: scores differ ({en[2]} vs {ru[2]})")
+            if en[0].strip() in headlines or en[1].strip() in headlines:
+                dropped += 1
+                continue
+            row = {"id": f"{split}-{number}", "s1": ru[0].strip(), "s2": ru[1].strip(), "score": float(ru[2])}
+            if row["score"] >= 4.8:
+                same.append(row)
+            elif row["score"] <= 2:
+                different.append(row)
+    chosen = same + random.Random("stsb-ru").sample(different, STSB_DIFFERENT)
+    order = {row["id"]: index for index, row in enumerate(same + different)}
+    out = HERE / "stsb_ru"
+    out.mkdir(exist_ok=True)
+    with (out / "pairs.jsonl").open("w", encoding="utf-8") as handle:
+        for row in sorted(chosen, key=lambda item: order[item["id"]]):
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"stsb_ru: {len(same)} pairs >= 4.8, {STSB_DIFFERENT} of {len(different)} pairs <= 2; {dropped} pairs of the headlines pool left out")
+
+
 if __name__ == "__main__":
-    {"firefox_dups": firefox_dups, "pawsx_de": pawsx_de}[sys.argv[1]](sys.argv[2])
+    {"firefox_dups": firefox_dups, "pawsx_de": pawsx_de, "stsb_ru": stsb_ru}[sys.argv[1]](sys.argv[2])
