@@ -12,8 +12,8 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from curation.dedup.judge import MODEL_FILE, Outcome, SameIncidentJudge, Thresholds
-from curation.dedup.pair_features import FEATURES, PairScores, PairText, feature_vector, pair_features
+from curation.dedup.judge import MODEL_FILE, MODEL_FORMAT, Outcome, SameIncidentJudge, Thresholds
+from curation.dedup.pair_features import FEATURES, FEATURES_VERSION, PairScores, PairText, feature_vector, pair_features
 
 YETUS = "Disable JIRA plugin for YETUS on Hadoop"
 YETUS_BODY = (
@@ -43,6 +43,29 @@ def judge() -> SameIncidentJudge:
 def test_the_shipped_model_loads_with_its_thresholds(judge: SameIncidentJudge) -> None:
     assert 0 <= judge.thresholds.distinct <= judge.thresholds.duplicate <= 1
     assert judge.model["features"] == list(FEATURES)
+    assert judge.model["format"] == MODEL_FORMAT
+
+
+def test_a_format_1_logistic_model_still_loads() -> None:
+    width = len(FEATURES)
+    model = {
+        "format": "goldenset-judge/1",
+        "features_version": FEATURES_VERSION,
+        "features": list(FEATURES),
+        "impute": [0.0] * width,
+        "mean": [0.0] * width,
+        "scale": [1.0] * width,
+        "coef": [1.0] + [0.0] * (width - 1),  # body_cosine only
+        "intercept": 0.0,
+        "calibration": {"method": "sigmoid", "a": -1.0, "b": 0.0},
+        "thresholds": {"duplicate": 0.9, "distinct": 0.1},
+    }
+    judge = SameIncidentJudge(model)
+    row = [0.0] * width
+    assert judge.kind == "logistic"
+    assert judge.probability(row) == pytest.approx(0.5)
+    row[0] = 2.0
+    assert judge.probability(row) == pytest.approx(1.0 / (1.0 + math.exp(-2.0)))
 
 
 def test_an_identical_refiling_is_judged_more_likely_the_same_than_sibling_subtasks(judge: SameIncidentJudge) -> None:

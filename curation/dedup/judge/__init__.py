@@ -61,36 +61,43 @@ class Trees:
     def __init__(self, model: Mapping[str, Any]) -> None:
         self.baseline = float(model["baseline"])
         self.missing = float(model["missing"]) if model.get("missing") is not None else None
-        self.trees = [
-            (
-                np.asarray(tree["feature"], dtype=np.intp),
-                np.asarray(tree["threshold"], dtype=np.float64),
-                np.asarray(tree["left"], dtype=np.intp),
-                np.asarray(tree["right"], dtype=np.intp),
-                np.asarray(tree["leaf"], dtype=bool),
-                np.asarray(tree["value"], dtype=np.float64),
-                np.asarray(tree["missing_left"], dtype=bool),
-            )
-            for tree in model["trees"]
-        ]
+        trees = model["trees"]
+        width = max((len(tree["leaf"]) for tree in trees), default=1)
+        # All trees side by side, padded to one width (a padding node is a leaf worth 0), so a walk
+        # moves every row down every tree at once: one step per level, not one per node.
+        self._feature = np.zeros((len(trees), width), dtype=np.intp)
+        self._threshold = np.zeros((len(trees), width))
+        self._left = np.zeros((len(trees), width), dtype=np.intp)
+        self._right = np.zeros((len(trees), width), dtype=np.intp)
+        self._leaf = np.ones((len(trees), width), dtype=bool)
+        self._value = np.zeros((len(trees), width))
+        self._missing_left = np.zeros((len(trees), width), dtype=bool)
+        for row, tree in enumerate(trees):
+            size = len(tree["leaf"])
+            self._feature[row, :size] = tree["feature"]
+            self._threshold[row, :size] = tree["threshold"]
+            self._left[row, :size] = tree["left"]
+            self._right[row, :size] = tree["right"]
+            self._leaf[row, :size] = tree["leaf"]
+            self._value[row, :size] = tree["value"]
+            self._missing_left[row, :size] = tree["missing_left"]
+        self._trees = np.arange(len(trees))
+        self._depth = width
 
     def scores(self, matrix: NDArray[np.float64]) -> NDArray[np.float64]:
         if self.missing is not None:
             matrix = np.where(np.isnan(matrix), self.missing, matrix)
-        rows = np.arange(len(matrix))
-        total = np.full(len(matrix), self.baseline)
-        for feature, threshold, left, right, leaf, value, missing_left in self.trees:
-            node = np.zeros(len(matrix), dtype=np.intp)
-            for _ in range(len(leaf)):
-                inner = ~leaf[node]
-                if not inner.any():
-                    break
-                at = node[inner]
-                x = matrix[rows[inner], feature[at]]
-                go_left = np.where(np.isnan(x), missing_left[at], x <= threshold[at])
-                node[inner] = np.where(go_left, left[at], right[at])
-            total += value[node]
-        return total
+        node = np.zeros((len(matrix), len(self._trees)), dtype=np.intp)  # each row's node in each tree
+        trees = np.broadcast_to(self._trees, node.shape)
+        rows = np.arange(len(matrix))[:, None]
+        for _ in range(self._depth):
+            inner = ~self._leaf[trees, node]
+            if not inner.any():
+                break
+            x = matrix[rows, self._feature[trees, node]]
+            go_left = np.where(np.isnan(x), self._missing_left[trees, node], x <= self._threshold[trees, node])
+            node = np.where(inner, np.where(go_left, self._left[trees, node], self._right[trees, node]), node)
+        return np.asarray(self.baseline + self._value[trees, node].sum(axis=1), dtype=np.float64)
 
 
 def export_trees(boosted: Any, *, missing: float | None = None) -> dict[str, Any]:
