@@ -13,12 +13,15 @@ from __future__ import annotations
 import csv
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.cluster.hierarchy import DisjointSet
 
 from bench.common import DATA, ROOT
 from curation.dedup.boilerplate import CommonLines, common_lines
@@ -26,6 +29,7 @@ from curation.dedup.embeddings import body_text, text_hash, title_text
 from curation.dedup.pair_features import PairText
 
 LABELS = ROOT / "bench" / "labels"
+POOLS_DIR = ROOT / "bench" / "pools"
 CACHE = ROOT / "var" / "judge-vectors"
 LOGHUB_SYSTEMS = ("Android", "BGL", "HDFS", "HPC", "Linux", "OpenStack", "Spark", "Windows")
 LOGHUB_SAMPLE = 200  # lines per system (the encoding stays bounded)
@@ -131,6 +135,22 @@ def _nearest_earlier(order: Sequence[str], matrix: NDArray[np.float32], allowed:
     return found
 
 
+def neighbour_negatives(
+    order: Sequence[str], nearest: Sequence[int | None], excluded: Callable[[str, str], bool], *, limit: int = NEIGHBOUR_NEGATIVES, seed: int = 28
+) -> list[tuple[str, str]]:
+    """Up to `limit` pairs (record, its nearest earlier record) for records drawn in an order fixed by
+    `seed`, leaving out pairs `excluded(later, earlier)` refuses (linked, already labelled ...)."""
+    found: list[tuple[str, str]] = []
+    for row in random.Random(seed).sample(range(1, len(order)), len(order) - 1):
+        other = nearest[row]
+        if len(found) >= limit:
+            break
+        if other is None or excluded(order[row], order[other]):
+            continue
+        found.append((order[row], order[other]))
+    return found
+
+
 def body_matrix(records: Sequence[Record], cache: VectorCache) -> NDArray[np.float32]:
     return np.vstack([cache.vector(texts_of(record)[0]) for record in records]).astype(np.float32)
 
@@ -190,50 +210,114 @@ def hadoop(cache: VectorCache) -> Pool:
     cache.ensure(text for record in ordered for text in texts_of(record))
     nearest = _nearest_earlier(order, body_matrix(ordered, cache))
     candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    drawn = random.Random(28).sample(range(1, len(order)), len(order) - 1)
-    added = 0
-    for row in drawn:
-        other = nearest[row]
-        if other is None or added >= NEIGHBOUR_NEGATIVES:
-            continue
-        a, b = order[row], order[other]
-        if frozenset((a, b)) in linked or frozenset((a, b)) in seen or "Duplicate" in (resolutions[a], resolutions[b]):
-            continue
+    for a, b in neighbour_negatives(order, nearest, lambda a, b: frozenset((a, b)) in linked or frozenset((a, b)) in seen or "Duplicate" in (resolutions[a], resolutions[b])):
         add(a, b, 0, "unlinked nearest earlier neighbour")
-        added += 1
     common = common_lines(record.text.input for record in ordered)
     return Pool("gitbugs_hadoop", records, pairs, candidates, common)
 
 
-def sts(cache: VectorCache) -> Pool:
-    """News headlines: gold score >= 4.8 same, <= 2 not (pairs the STS builders put together as alike)."""
+def _groups(links: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Each linked key's group (connected components of the links), named by its smallest key."""
+    disjoint: DisjointSet[str] = DisjointSet()
+    for a, b in links:
+        disjoint.add(a)
+        disjoint.add(b)
+        disjoint.merge(a, b)
+    return {key: min(subset) for subset in disjoint.subsets() for key in subset}
+
+
+def firefox(cache: VectorCache) -> Pool:
+    """Mozilla Firefox Bugzilla reports that take part in a maintainer's duplicate link
+    (bench/pools/firefox_dups): every report with its nearest earlier report (smaller bug id) by body
+    cosine, the pair curation would put to the judge, is same when the two are in one duplicate
+    group (connected components of the links) and not same otherwise. The source's own linked
+    pairs are not used as such: half of them were picked for being textually dissimilar. No dates."""
+    folder = POOLS_DIR / "firefox_dups"
     records: dict[str, Record] = {}
-    keys: dict[str, str] = {}
-    pairs: list[Pair] = []
-
-    def record(sentence: str) -> str:
-        sentence = sentence.strip()
-        if sentence not in keys:
-            keys[sentence] = f"s{len(keys)}"
-            records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
-        return keys[sentence]
-
-    with (DATA / "sts_headlines" / "pairs.jsonl").open() as lines:
+    with (folder / "reports.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            report = json.loads(line)
+            key = f"ff{report['id']}"
+            title = report["summary"]
+            records[key] = Record(key, PairText(title, f"{title}\n\n{report['description']}".strip()))
+    links: list[tuple[str, str]] = []
+    with (folder / "dup_links.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
-            a, b = record(row["s2"]), record(row["s1"])
-            if a == b:
-                continue
-            if row["score"] >= 4.8:
-                pairs.append(Pair("sts_headlines", a, b, 1, "STS score >= 4.8"))
-            elif row["score"] <= 2:
-                pairs.append(Pair("sts_headlines", a, b, 0, "STS score <= 2"))
-    order = list(records)
+            links.append((f"ff{row['duplicate_id']}", f"ff{row['master_id']}"))
+    group = _groups(links)
+    order = sorted(records, key=lambda key: int(key[2:]))  # Bugzilla ids grow with the filing date
     ordered = [records[key] for key in order]
-    cache.ensure(text for record_ in ordered for text in texts_of(record_))
+    cache.ensure(text for record in ordered for text in texts_of(record))
     nearest = _nearest_earlier(order, body_matrix(ordered, cache))
     candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    return Pool("sts_headlines", records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
+    pairs = [
+        Pair("firefox_dups", a, b, 1, "nearest earlier report, same duplicate group")
+        if group[a] == group[b]
+        else Pair("firefox_dups", a, b, 0, "nearest earlier report, another duplicate group")
+        for a, b in candidates
+    ]
+    return Pool("firefox_dups", records, pairs, candidates, common_lines(record.text.input for record in ordered))
+
+
+def sentence_pool(name: str, rows: Iterable[tuple[str, str, int | None, str]]) -> Callable[[VectorCache], Pool]:
+    """A pool of sentence pairs (`rows`: later sentence, earlier sentence, label or None to leave the
+    pair out, origin), one untitled record per distinct sentence; candidates as for every pool."""
+
+    def build(cache: VectorCache) -> Pool:
+        records: dict[str, Record] = {}
+        keys: dict[str, str] = {}
+        pairs: list[Pair] = []
+
+        def record(sentence: str) -> str:
+            sentence = sentence.strip()
+            if sentence not in keys:
+                keys[sentence] = f"{name}:{len(keys)}"
+                records[keys[sentence]] = Record(keys[sentence], PairText("", sentence))
+            return keys[sentence]
+
+        for later, earlier, label, origin in rows:
+            a, b = record(later), record(earlier)
+            if a != b and label is not None:
+                pairs.append(Pair(name, a, b, label, origin))
+        order = list(records)
+        ordered = [records[key] for key in order]
+        cache.ensure(text for record_ in ordered for text in texts_of(record_))
+        nearest = _nearest_earlier(order, body_matrix(ordered, cache))
+        candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
+        return Pool(name, records, pairs, candidates, common_lines(record_.text.input for record_ in ordered))
+
+    return build
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def _graded(score: float) -> tuple[int | None, str]:
+    """The STS rule: 4.8 and above same, 2 and below not same (pairs built because they are alike),
+    in between left out."""
+    return (1, "STS score >= 4.8") if score >= 4.8 else (0, "STS score <= 2") if score <= 2 else (None, "")
+
+
+def sts(cache: VectorCache) -> Pool:
+    """News headlines (SemEval STS, ../shared/data): `_graded`."""
+    rows = [(row["s2"], row["s1"], *_graded(row["score"])) for row in _jsonl(DATA / "sts_headlines" / "pairs.jsonl")]
+    return sentence_pool("sts_headlines", rows)(cache)
+
+
+def stsb_ru(cache: VectorCache) -> Pool:
+    """Russian STS-B, machine-translated (bench/pools/stsb_ru): `_graded`."""
+    rows = [(row["s2"], row["s1"], *_graded(row["score"])) for row in _jsonl(POOLS_DIR / "stsb_ru" / "pairs.jsonl")]
+    return sentence_pool("stsb_ru", rows)(cache)
+
+
+def pawsx_de(cache: VectorCache) -> Pool:
+    """German PAWS-X (human-translated dev split, bench/pools/pawsx_de): label 1 (paraphrase) same,
+    0 not same. The pairs were built to share most words, so "not same" here is a hard negative."""
+    rows = [(row["s2"], row["s1"], int(row["label"]), f"PAWS-X label {row['label']}") for row in _jsonl(POOLS_DIR / "pawsx_de" / "pairs.jsonl")]
+    return sentence_pool("pawsx_de", rows)(cache)
 
 
 def loghub(cache: VectorCache) -> Pool:
@@ -249,11 +333,11 @@ def loghub(cache: VectorCache) -> Pool:
         chosen = sorted(random.Random(f"loghub-{system}").sample(range(len(rows)), LOGHUB_SAMPLE))
         order: list[str] = []
         for row_number in chosen:
-            row = rows[row_number]
-            key = f"{system}:{row['LineId']}"
-            fields = {name.lower(): row[name] for name in ("Component", "Level") if row.get(name)}
-            records[key] = Record(key, PairText("", row["Content"], None, fields))
-            events[key] = row["EventId"]
+            line = rows[row_number]
+            key = f"{system}:{line['LineId']}"
+            fields = {name.lower(): line[name] for name in ("Component", "Level") if line.get(name)}
+            records[key] = Record(key, PairText("", line["Content"], None, fields))
+            events[key] = line["EventId"]
             order.append(key)
         ordered = [records[key] for key in order]
         cache.ensure(text for record in ordered for text in texts_of(record))
@@ -295,16 +379,17 @@ def cisa_kev(cache: VectorCache) -> Pool:
     cache.ensure(text for record in ordered for text in texts_of(record))
     nearest = _nearest_earlier(order, body_matrix(ordered, cache))
     candidates = [(order[row], order[other]) for row, other in enumerate(nearest) if other is not None]
-    drawn = random.Random(28).sample(range(1, len(order)), len(order) - 1)
-    added = 0
-    for row in drawn:
-        other = nearest[row]
-        if other is None or added >= NEIGHBOUR_NEGATIVES or frozenset((order[row], order[other])) in seen:
-            continue
-        seen.add(frozenset((order[row], order[other])))
-        pairs.append(Pair("cisa_kev", order[row], order[other], 0, "nearest earlier neighbour, another CVE"))
-        added += 1
+    for a, b in neighbour_negatives(order, nearest, lambda a, b: frozenset((a, b)) in seen):
+        pairs.append(Pair("cisa_kev", a, b, 0, "nearest earlier neighbour, another CVE"))
     return Pool("cisa_kev", records, pairs, candidates, common_lines(record.text.input for record in ordered))
 
 
-POOLS = {"gitbugs_hadoop": hadoop, "sts_headlines": sts, "loghub_2k": loghub, "cisa_kev": cisa_kev}
+POOLS = {
+    "gitbugs_hadoop": hadoop,
+    "sts_headlines": sts,
+    "firefox_dups": firefox,
+    "stsb_ru": stsb_ru,
+    "pawsx_de": pawsx_de,
+    "loghub_2k": loghub,
+    "cisa_kev": cisa_kev,
+}

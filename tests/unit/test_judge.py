@@ -9,10 +9,11 @@ import json
 import math
 from datetime import datetime
 
+import numpy as np
 import pytest
 
-from curation.dedup.judge import MODEL_FILE, Outcome, SameIncidentJudge, Thresholds
-from curation.dedup.pair_features import FEATURES, PairScores, PairText, feature_vector, pair_features
+from curation.dedup.judge import MODEL_FILE, MODEL_FORMAT, Outcome, SameIncidentJudge, Thresholds
+from curation.dedup.pair_features import FEATURES, FEATURES_VERSION, PairScores, PairText, feature_vector, pair_features
 
 YETUS = "Disable JIRA plugin for YETUS on Hadoop"
 YETUS_BODY = (
@@ -42,6 +43,29 @@ def judge() -> SameIncidentJudge:
 def test_the_shipped_model_loads_with_its_thresholds(judge: SameIncidentJudge) -> None:
     assert 0 <= judge.thresholds.distinct <= judge.thresholds.duplicate <= 1
     assert judge.model["features"] == list(FEATURES)
+    assert judge.model["format"] == MODEL_FORMAT
+
+
+def test_a_format_1_logistic_model_still_loads() -> None:
+    width = len(FEATURES)
+    model = {
+        "format": "goldenset-judge/1",
+        "features_version": FEATURES_VERSION,
+        "features": list(FEATURES),
+        "impute": [0.0] * width,
+        "mean": [0.0] * width,
+        "scale": [1.0] * width,
+        "coef": [1.0] + [0.0] * (width - 1),  # body_cosine only
+        "intercept": 0.0,
+        "calibration": {"method": "sigmoid", "a": -1.0, "b": 0.0},
+        "thresholds": {"duplicate": 0.9, "distinct": 0.1},
+    }
+    judge = SameIncidentJudge(model)
+    row = [0.0] * width
+    assert judge.kind == "logistic"
+    assert judge.probability(row) == pytest.approx(0.5)
+    row[0] = 2.0
+    assert judge.probability(row) == pytest.approx(1.0 / (1.0 + math.exp(-2.0)))
 
 
 def test_an_identical_refiling_is_judged_more_likely_the_same_than_sibling_subtasks(judge: SameIncidentJudge) -> None:
@@ -104,3 +128,20 @@ def test_pair_features_are_symmetric_and_named_in_order() -> None:
     assert ab["conflict_version"] == 1.0  # ... and the version conflict says what masking hid
     assert ab["fields_same"] == 0.0
     assert ab["time_gap_log_days"] == pytest.approx(math.log1p(59))
+
+
+def test_boosted_trees_exported_to_json_score_as_scikit_learn_does() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from curation.dedup.judge import Trees, export_trees
+
+    generator = np.random.default_rng(7)
+    x = generator.normal(size=(600, len(FEATURES)))
+    x[generator.random(x.shape) < 0.1] = np.nan  # unknown values take each split's learned side
+    y = ((np.nan_to_num(x[:, 0]) + np.nan_to_num(x[:, 3]) * 0.5 + generator.normal(scale=0.5, size=600)) > 0).astype(int)
+    boosted = HistGradientBoostingClassifier(max_iter=40, max_leaf_nodes=15, random_state=7).fit(x, y)
+    exported = json.loads(json.dumps(export_trees(boosted)))  # through JSON, as model.json holds it
+    rows = generator.normal(size=(500, len(FEATURES)))
+    rows[generator.random(rows.shape) < 0.1] = np.nan
+    ours = 1.0 / (1.0 + np.exp(-Trees(exported).scores(rows)))
+    assert np.max(np.abs(ours - boosted.predict_proba(rows)[:, 1])) < 1e-9

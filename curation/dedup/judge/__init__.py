@@ -3,11 +3,15 @@
 distinct below a low P, and "ask a curator" in between.
 
 The model is a plain JSON file (`model.json` beside this module, written by
-`bench/train_judge.py`): a logistic regression over standardised features (missing values
-replaced by the training medians) followed by a calibration map (Platt's sigmoid or isotonic), plus the two
-thresholds and the figures it was chosen by. Nothing is unpickled; scoring a pair is a dot
-product and an interpolation (microseconds), so it can be called per candidate pair during
-curation. It is measured offline only: curation does not decide with it yet (see DATA_CARD.md).
+`bench/train_judge.py`), format `goldenset-judge/2`: a scorer that turns a pair's features into
+log-odds, then a calibration map (Platt's sigmoid or isotonic), plus the two thresholds and the
+figures it was chosen by. The scorer is either a logistic regression over standardised features
+(missing values replaced by the training medians) or gradient-boosted trees (scikit-learn's
+HistGradientBoosting, exported node by node: feature, threshold, children, leaf values and where
+a missing value goes). Format `goldenset-judge/1` files (logistic only) still load. Nothing is
+unpickled; scoring a pair is a dot product or a walk down each tree plus an interpolation
+(microseconds), so it can be called per candidate pair during curation. It is measured offline
+only: curation does not decide with it yet (see DATA_CARD.md).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from numpy.typing import NDArray
 from curation.dedup.pair_features import FEATURES, FEATURES_VERSION
 
 MODEL_FILE = Path(__file__).with_name("model.json")
-MODEL_FORMAT = "goldenset-judge/1"
+MODEL_FORMAT = "goldenset-judge/2"
+READABLE_FORMATS = ("goldenset-judge/1", MODEL_FORMAT)
 
 
 class Outcome(StrEnum):
@@ -47,23 +52,105 @@ class Thresholds:
             raise ValueError(f"thresholds must satisfy 0 <= distinct <= duplicate <= 1, got distinct {self.distinct}, duplicate {self.duplicate}")
 
 
+class Trees:
+    """Gradient-boosted trees as exported by `bench/train_judge.py`: each tree holds parallel node
+    arrays (`feature`, `threshold`, `left`, `right`, `leaf`, `value`, `missing_left`); a row goes
+    left where its value is at most the threshold (a missing value goes where `missing_left` says),
+    and its log-odds are `baseline` plus the leaf value it reaches in every tree."""
+
+    def __init__(self, model: Mapping[str, Any]) -> None:
+        self.baseline = float(model["baseline"])
+        self.missing = float(model["missing"]) if model.get("missing") is not None else None
+        trees = model["trees"]
+        width = max((len(tree["leaf"]) for tree in trees), default=1)
+        # All trees side by side, padded to one width (a padding node is a leaf worth 0), so a walk
+        # moves every row down every tree at once: one step per level, not one per node.
+        self._feature = np.zeros((len(trees), width), dtype=np.intp)
+        self._threshold = np.zeros((len(trees), width))
+        self._left = np.zeros((len(trees), width), dtype=np.intp)
+        self._right = np.zeros((len(trees), width), dtype=np.intp)
+        self._leaf = np.ones((len(trees), width), dtype=bool)
+        self._value = np.zeros((len(trees), width))
+        self._missing_left = np.zeros((len(trees), width), dtype=bool)
+        for row, tree in enumerate(trees):
+            size = len(tree["leaf"])
+            self._feature[row, :size] = tree["feature"]
+            self._threshold[row, :size] = tree["threshold"]
+            self._left[row, :size] = tree["left"]
+            self._right[row, :size] = tree["right"]
+            self._leaf[row, :size] = tree["leaf"]
+            self._value[row, :size] = tree["value"]
+            self._missing_left[row, :size] = tree["missing_left"]
+        self._trees = np.arange(len(trees))
+        self._depth = width
+
+    def scores(self, matrix: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self.missing is not None:
+            matrix = np.where(np.isnan(matrix), self.missing, matrix)
+        node = np.zeros((len(matrix), len(self._trees)), dtype=np.intp)  # each row's node in each tree
+        trees = np.broadcast_to(self._trees, node.shape)
+        rows = np.arange(len(matrix))[:, None]
+        for _ in range(self._depth):
+            inner = ~self._leaf[trees, node]
+            if not inner.any():
+                break
+            x = matrix[rows, self._feature[trees, node]]
+            go_left = np.where(np.isnan(x), self._missing_left[trees, node], x <= self._threshold[trees, node])
+            node = np.where(inner, np.where(go_left, self._left[trees, node], self._right[trees, node]), node)
+        return np.asarray(self.baseline + self._value[trees, node].sum(axis=1), dtype=np.float64)
+
+
+def export_trees(boosted: Any, *, missing: float | None = None) -> dict[str, Any]:
+    """A fitted binary scikit-learn `HistGradientBoostingClassifier`'s trees as the plain arrays
+    `Trees` scores (its log-odds: the baseline plus one leaf value a tree). `missing`: the value
+    unknowns were replaced by before the fit (None: they were left NaN)."""
+    if boosted.n_trees_per_iteration_ != 1:
+        raise ValueError("only a binary classifier's trees can be exported")
+    trees = []
+    for (predictor,) in boosted._predictors:
+        nodes = predictor.nodes
+        if nodes["is_categorical"].any():
+            raise ValueError("categorical splits are not exported")
+        trees.append(
+            {
+                "feature": nodes["feature_idx"].tolist(),
+                "threshold": nodes["num_threshold"].tolist(),
+                "left": nodes["left"].tolist(),
+                "right": nodes["right"].tolist(),
+                "leaf": nodes["is_leaf"].astype(bool).tolist(),
+                "value": nodes["value"].tolist(),
+                "missing_left": nodes["missing_go_to_left"].astype(bool).tolist(),
+            }
+        )
+    return {"kind": "boosting", "baseline": float(np.ravel(boosted._baseline_prediction)[0]), "missing": missing, "trees": trees}
+
+
 class SameIncidentJudge:
     """The judge a model file describes (`load`). `probability` and `outcome` take the features of
     one pair, by name (a mapping, as `pair_features` returns) or as a vector in `FEATURES` order."""
 
     def __init__(self, model: Mapping[str, Any]) -> None:
-        if model.get("format") != MODEL_FORMAT:
+        if model.get("format") not in READABLE_FORMATS:
             raise ValueError(f"not a judge model of format {MODEL_FORMAT}: {model.get('format')!r}; rebuild it with bench/train_judge.py")
         if model.get("features_version") != FEATURES_VERSION or tuple(model.get("features", ())) != FEATURES:
             raise ValueError(
                 f"the model was fitted on features {model.get('features_version')!r} and this code computes {FEATURES_VERSION!r}: rebuild it with bench/train_judge.py"
             )
         self.model = dict(model)
-        self._medians = np.asarray(model["impute"], dtype=np.float64)
-        self._mean = np.asarray(model["mean"], dtype=np.float64)
-        self._scale = np.asarray(model["scale"], dtype=np.float64)
-        self._coef = np.asarray(model["coef"], dtype=np.float64)
-        self._intercept = float(model["intercept"])
+        # Format 1 held the logistic scorer's arrays at the top level.
+        scorer = model["scorer"] if model["format"] == MODEL_FORMAT else {"kind": "logistic", **model}
+        self.kind = scorer["kind"]
+        self._trees: Trees | None = None
+        if self.kind == "logistic":
+            self._medians = np.asarray(scorer["impute"], dtype=np.float64)
+            self._mean = np.asarray(scorer["mean"], dtype=np.float64)
+            self._scale = np.asarray(scorer["scale"], dtype=np.float64)
+            self._coef = np.asarray(scorer["coef"], dtype=np.float64)
+            self._intercept = float(scorer["intercept"])
+        elif self.kind == "boosting":
+            self._trees = Trees(scorer)
+        else:
+            raise ValueError(f"unknown scorer {self.kind!r}: expected logistic or boosting")
         calibration = model["calibration"]
         self._method = calibration["method"]
         if self._method == "isotonic":
@@ -97,7 +184,10 @@ class SameIncidentJudge:
 
     def scores(self, matrix: NDArray[np.float64]) -> NDArray[np.float64]:
         """The uncalibrated decision values (log-odds) of pairs, one row of features each."""
-        return np.asarray(self._standardised(self._matrix(matrix)) @ self._coef + self._intercept, dtype=np.float64)
+        rows = self._matrix(matrix)
+        if self._trees is not None:
+            return self._trees.scores(rows)
+        return np.asarray(self._standardised(rows) @ self._coef + self._intercept, dtype=np.float64)
 
     def probabilities(self, matrix: NDArray[np.float64] | Sequence[Sequence[float]]) -> NDArray[np.float64]:
         """P(same incident) of pairs, one row of features (in `FEATURES` order) each."""
@@ -122,7 +212,10 @@ class SameIncidentJudge:
 
     def contributions(self, features: Mapping[str, float] | Sequence[float], *, top: int = 5) -> dict[str, float]:
         """The features that moved this pair's log-odds most, by name, with their signed share
-        of it (coefficient times standardised value): what a curator is shown as "why"."""
+        of it (coefficient times standardised value): what a curator is shown as "why". Only a
+        logistic scorer splits its log-odds by feature; trees give an empty mapping."""
+        if self._trees is not None:
+            return {}
         values = self._standardised(self._matrix(features))[0] * self._coef
         order = np.argsort(-np.abs(values))[:top]
         return {FEATURES[index]: round(float(values[index]), 3) for index in order}
