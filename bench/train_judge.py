@@ -246,28 +246,35 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.train:
         train_on(tuple(arguments.train))
+    pools, (x, y, pool_of, said_by_rules, candidates) = load_pools(cached_only=arguments.cached_only)
+    report(pools, x, y, pool_of, said_by_rules, candidates, write=arguments.write)
+
+
+Features = tuple[Matrix, NDArray[np.int_], NDArray[np.str_], NDArray[np.bool_], dict[str, Matrix]]
+"""Every labelled pair's features, labels, pool and the rules' verdict, and each pool's candidate pairs' features."""
+
+
+def load_pools(*, cached_only: bool = False) -> tuple[dict[str, Pool], Features]:
+    """Every pool of `POOLS` and its pairs' features, computed once and then read from
+    var/judge-vectors (keyed by the pairs and the features' version)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from curation.dedup.embeddings import SentenceTransformerEncoder, model_id_of
 
-    encoder = None if arguments.cached_only else SentenceTransformerEncoder()
+    encoder = None if cached_only else SentenceTransformerEncoder()
     cache = VectorCache(encoder, model_id_of(None))
     started = time.perf_counter()
     pools = {name: build(cache) for name, build in POOLS.items()}
     print(f"pools built in {time.perf_counter() - started:.0f} s ({len(cache.vectors)} vectors cached)\n")
-
-    stored = (
-        CACHE / f"features-{FEATURES_VERSION}-{hashlib.sha256(repr([(p.pool, p.a, p.b, p.label) for pool in pools.values() for p in pool.pairs]).encode()).hexdigest()[:12]}.npz"
-    )
+    pairs_digest = hashlib.sha256(repr([(p.pool, p.a, p.b, p.label) for pool in pools.values() for p in pool.pairs]).encode()).hexdigest()[:12]
+    stored = CACHE / f"features-{FEATURES_VERSION}-{pairs_digest}.npz"
     if stored.is_file():
         loaded = np.load(stored)
-        x, y, pool_of, said_by_rules = loaded["x"], loaded["y"], loaded["pool"], loaded["rules"]
-        candidates = {name: loaded[f"candidates_{name}"] for name in pools}
         print(f"features read from {stored}\n")
-    else:
-        x, y, pool_of, said_by_rules, candidates = compute_features(pools, cache)
-        arrays: dict[str, Any] = {"x": x, "y": y, "pool": pool_of, "rules": said_by_rules, **{f"candidates_{name}": matrix for name, matrix in candidates.items()}}
-        np.savez(stored, **arrays)
-    report(pools, x, y, pool_of, said_by_rules, candidates, write=arguments.write)
+        return pools, (loaded["x"], loaded["y"], loaded["pool"], loaded["rules"], {name: loaded[f"candidates_{name}"] for name in pools})
+    x, y, pool_of, said_by_rules, candidates = compute_features(pools, cache)
+    arrays: dict[str, Any] = {"x": x, "y": y, "pool": pool_of, "rules": said_by_rules, **{f"candidates_{name}": matrix for name, matrix in candidates.items()}}
+    np.savez(stored, **arrays)
+    return pools, (x, y, pool_of, said_by_rules, candidates)
 
 
 def compute_features(pools: dict[str, Pool], cache: VectorCache) -> tuple[Matrix, NDArray[np.int_], NDArray[np.str_], NDArray[np.bool_], dict[str, Matrix]]:
