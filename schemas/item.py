@@ -13,7 +13,7 @@ from sqlalchemy import Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import NOT_BLANK, UTCDateTime, json_column_type, utcnow
-from schemas.dedup import DedupQuestionPage, DedupQuestionRead, DedupRead, OverrideRead
+from schemas.dedup import DedupRead, OverrideRead
 
 
 class ItemStatus(StrEnum):
@@ -226,7 +226,3 @@ class ItemPage(BaseModel):
     items: list[ItemRead]
     next_cursor: str | None
 
-
-# A dedup question shows two items side by side (`schemas.dedup` cannot import this module).
-DedupQuestionRead.model_rebuild(_types_namespace={"ItemRead": ItemRead})
-DedupQuestionPage.model_rebuild(_types_namespace={"DedupQuestionRead": DedupQuestionRead})

@@ -24,7 +24,7 @@ from curation.dedup.overrides import rule_apart, rule_duplicate_of
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
-from schemas.dedup import DedupQuestion, QuestionRuling, QuestionState
+from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.item import Item
 
 _CHAIN = 64

@@ -31,14 +31,15 @@ from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
 from curation.dedup.near_links import NearLinkTo
-from curation.dedup.questions import Judge, Pair, Questioner, asked_verdict, load_judge, open_questions_of
+from curation.dedup.questions import Judge, Pair, Questioner, asked_verdict, judge_for, open_questions_of
 from curation.dedup.readability import Unreadable, unreadable_shares
 from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.common import utcnow
-from schemas.dedup import DedupQuestion, DedupStage, ItemFingerprint
+from schemas.dedup import DedupStage, ItemFingerprint
+from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -93,13 +94,14 @@ _SHIPPED_JUDGE: Any = object()
 class Deduplicator:
     """Decides candidates against an index of everything decided before. `judge`: the
     same-incident judge that makes curation ask a curator about a pair
-    (`curation.dedup.questions`); default the shipped one, None to let the rules decide alone."""
+    (`curation.dedup.questions`); default the shipped one (`judge_for`: none for an encoder of
+    another model than it was fitted on), None to let the rules decide alone."""
 
     def __init__(self, *, encoder: Encoder, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None, judge: Judge | None = _SHIPPED_JUDGE) -> None:
         self.encoder = encoder
         self.config = config or DedupConfig()
         self.recipe = recipe or MinHashRecipe()
-        self.questioner = Questioner(load_judge() if judge is _SHIPPED_JUDGE else judge, self.config, self.recipe)
+        self.questioner = Questioner(judge_for(encoder.model_id) if judge is _SHIPPED_JUDGE else judge, self.config, self.recipe)
         self.embeddings = EmbeddingCache(encoder)
         self.memory = SourceMemory(self.embeddings)
         self.index: SimilarityIndex | None = None

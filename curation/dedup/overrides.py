@@ -21,7 +21,8 @@ from sqlmodel import Session, col, select
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import read_model, utcnow
-from schemas.dedup import DedupDecision, DedupOverride, DedupQuestion, DedupStage, NearLink, OverrideKind, OverrideRead, QuestionState
+from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
 
 _DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)

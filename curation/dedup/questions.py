@@ -17,8 +17,10 @@ answer (`curation.dedup.answers`) is an ordinary ruling. Machine-written text (l
 pairs a person ruled apart and items ruled by hand are never asked about.
 
 When the judge's model cannot be loaded, no question is asked and the rules decide as before
-(logged once). Only the judge's public `load()` and `probability(features)` are used, so a new
-model file of another format plugs in by itself.
+(logged once); so too when curation embeds with another model than the one whose cosines the
+shipped judge was fitted on (`JUDGE_EMBEDDINGS`, its DATA_CARD.md): its P would mean nothing. Only
+the judge's public `load()` and `probability(features)` are used, so a new model file of another
+format plugs in by itself.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from curation.dedup.readability import Unreadable
 from curation.dedup.rules import DedupConfig, Facts, Verdict, display_title
 from curation.dedup.text_kind import TextKind
 from schemas.common import utcnow
-from schemas.dedup import DedupQuestion, DedupStage, QuestionState
+from schemas.dedup import DedupStage
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
 
 logger = logging.getLogger(__name__)
@@ -68,7 +71,11 @@ class Judge(Protocol):
         """P(the pair whose features these are is one incident)."""
 
 
+JUDGE_EMBEDDINGS = "all-minilm-l6-v2"
+"""The embedding model whose cosines the shipped judge weighs (curation/dedup/judge/DATA_CARD.md),
+as it appears in an encoder's model id (any backend, or an embedding server serving it)."""
 _JUDGES: dict[str, Judge | None] = {}
+_OTHER_MODELS: set[str] = set()
 _JUDGES_LOCK = threading.Lock()
 
 
@@ -87,6 +94,18 @@ def load_judge(path: str | Path | None = None) -> Judge | None:
                 logger.warning("the same-incident judge cannot be loaded (%s): curation asks no dedup questions, the rules decide alone", exc)
                 _JUDGES[key] = None
         return _JUDGES[key]
+
+
+def judge_for(model_id: str) -> Judge | None:
+    """The shipped judge (`load_judge`) for curation embedding with `model_id`; None when it cannot
+    be loaded, or when `model_id` is not the model it was fitted on (logged once per model)."""
+    if JUDGE_EMBEDDINGS not in model_id.lower():
+        with _JUDGES_LOCK:
+            if model_id not in _OTHER_MODELS:
+                _OTHER_MODELS.add(model_id)
+                logger.warning("curation embeds with %s, not the model the same-incident judge was fitted on (%s): it asks no dedup questions", model_id, JUDGE_EMBEDDINGS)
+        return None
+    return load_judge()
 
 
 @dataclass(frozen=True)

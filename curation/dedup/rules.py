@@ -81,15 +81,10 @@ class DedupConfig:
     kinds reach 0.54; an edit of a few characters keeps 0.75 or more).
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
     searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
-
-    The third outcome, asking a curator (`curation.dedup.questions`), weighs the same-incident
-    judge's probability P (`curation.dedup.judge`): `confirm_threshold`, the P a paraphrase merge
-    of a fresh item (stage `embedding` or `characters`) needs to stand; below it the item stays
-    unique and the pair is asked. `ask_threshold`: the P at or above which an item the rules kept
-    unique is asked about the earlier item it is near (`link_levels`). Both were chosen on the
-    Hadoop pool by `bench/dedup_questions.py` so that about 5% of its items at most are asked
-    (README "Three outcomes"). 0 and 1 switch either path off (`confirm_threshold=0`: no merge is
-    questioned; `ask_threshold=1`: only a certain judge asks about a unique item).
+    `confirm_threshold`, `ask_threshold`: the same-incident judge's P below which a paraphrase merge
+    of a fresh item, and at or above which a unique item's near pair, is asked of a curator instead
+    (`curation.dedup.questions`); chosen with bench/dedup_questions.py so that at most about 5% of
+    the Hadoop pool is asked (README "Three outcomes"); 0 and 1 switch either off.
     """
 
     minhash_threshold: float = 0.65
@@ -100,30 +95,20 @@ class DedupConfig:
     fresh_title_threshold: float = 0.70
     unreadable_share: float = 0.3
     unreadable_characters_threshold: float = 0.7
-    confirm_threshold: float = 0.5
-    ask_threshold: float = 0.9
+    confirm_threshold: float = 0.6
+    ask_threshold: float = 0.35
     neighbours: int = 10
     batch_size: int = 256
     ann: AnnConfig = field(default_factory=AnnConfig)
 
     def __post_init__(self) -> None:
-        for name in (
-            "minhash_threshold",
-            "guard_embedding_threshold",
-            "guard_short_embedding_threshold",
-            "fresh_embedding_threshold",
-            "fresh_short_embedding_threshold",
-            "fresh_title_threshold",
-            "unreadable_share",
-            "unreadable_characters_threshold",
-        ):
+        cosines = ("guard_embedding_threshold", "guard_short_embedding_threshold", "fresh_embedding_threshold", "fresh_short_embedding_threshold", "fresh_title_threshold")
+        for name in ("minhash_threshold", *cosines, "unreadable_share", "unreadable_characters_threshold"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
-        for name in ("confirm_threshold", "ask_threshold"):
-            value = getattr(self, name)
-            if not 0 <= value <= 1:
-                raise ValueError(f"{name} must be in [0, 1] (a probability), got {value}")
+        for name in (name for name in ("confirm_threshold", "ask_threshold") if not 0 <= getattr(self, name) <= 1):
+            raise ValueError(f"{name} must be in [0, 1] (a probability), got {getattr(self, name)}")
         if self.neighbours < 1 or self.batch_size < 1:
             raise ValueError("neighbours and batch_size must be at least 1")
 

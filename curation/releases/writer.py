@@ -28,7 +28,7 @@ from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
-from schemas.dedup import DedupQuestion, QuestionState
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
 from schemas.release import HMAC_SHA256, Release, ReleaseItem

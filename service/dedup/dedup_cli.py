@@ -20,7 +20,8 @@ from curation.dedup.answers import answer_question
 from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
 from curation.refusals import Refused
 from schemas.common import MAX_ROW_ID
-from schemas.dedup import DedupQuestionPage, DedupQuestionRead, DedupStats, QuestionRuling, QuestionState
+from schemas.dedup import DedupStats
+from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from service.core.db import write_transaction
 from service.core.remote import remote_client

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from schemas.dedup import DedupQuestion, DedupQuestionRead, QuestionEvidence, QuestionState
+from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionEvidence, QuestionState
 from schemas.item import Item
 from schemas.source import Source
 from service.core.cursors import decode_id_cursor, encode_cursor

@@ -32,19 +32,8 @@ from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_no
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
 from curation.refusals import Refused
-from schemas.dedup import (
-    DedupCheck,
-    DedupCheckResult,
-    DedupQuestionPage,
-    DedupQuestionRead,
-    DedupStats,
-    DuplicateOfBody,
-    LowMarginDuplicate,
-    NotDuplicateBody,
-    QuestionAnswer,
-    QuestionState,
-    SimilarRead,
-)
+from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
+from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
 from schemas.token import Scope
 from service.core.audit import audit_content_read

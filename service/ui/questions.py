@@ -24,7 +24,7 @@ from sqlmodel import Session, col, func, select
 
 from curation.dedup.answers import answer_question
 from curation.refusals import Refused
-from schemas.dedup import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
+from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from schemas.source import Source
 from schemas.token import Scope

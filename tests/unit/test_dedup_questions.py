@@ -23,7 +23,7 @@ from curation.dedup.questions import Pair, Questioner, asked_verdict, load_judge
 from curation.dedup.readability import Unreadable
 from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.text_kind import TextKind
-from schemas.dedup import DedupQuestion, QuestionState
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
 
 EARLIER = datetime(2024, 1, 1, tzinfo=UTC)
@@ -240,3 +240,13 @@ def test_an_item_holds_one_open_question_updated_or_withdrawn_as_it_is_decided_a
     assert len({id(row) for row in session.added}) == 1
     questioner.record(session, 11, None, {})  # type: ignore[arg-type]
     assert isinstance(session.added[-1], DedupQuestion) and session.added[-1] is question
+
+
+def test_the_shipped_judge_asks_only_where_curation_embeds_with_the_model_it_was_fitted_on(caplog: pytest.LogCaptureFixture) -> None:
+    assert asking.judge_for("all-MiniLM-L6-v2@175708d2d5f4/seq256") is not None
+    assert asking.judge_for("http:embeddings.local/all-MiniLM-L6-v2/dim384") is not None
+    other = f"test-other-model-{id(caplog)}"
+    with caplog.at_level(logging.WARNING, logger="curation.dedup.questions"):
+        assert asking.judge_for(other) is None
+        assert asking.judge_for(other) is None
+    assert len([record for record in caplog.records if other in record.getMessage()]) == 1
