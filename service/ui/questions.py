@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from fastapi import Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from sqlmodel import Session, col, func, select
 
 from curation.dedup.answers import answer_question
@@ -95,6 +95,8 @@ def questions_page(
         title_other, title_item = side_by_side(current.other.title, current.item.title)
         body_other, body_item = side_by_side(current.other.input, current.item.input)
         sides = Sides(title_item, title_other, body_item, body_other)
+    elif current is not None:  # one side withheld: the other is shown as it is, nothing compared
+        sides = Sides(escape(current.item.title), escape(current.other.title), escape(current.item.input), escape(current.other.input))
     if shown_ids and current is not None:
         record_read(engine, actor=who.actor, action="dedup.questions_read", endpoint=f"GET {PATH}", object_type="dedup_question", object_id=str(current.id), item_ids=shown_ids)
     context: dict[str, Any] = {
