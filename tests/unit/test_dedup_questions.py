@@ -115,7 +115,7 @@ class FakeSession:
 
 
 def _item(item_id: int, occurred_at: datetime, title: str = "NameNode fails to start after upgrade", text: str = "The NameNode crashes at start.") -> Item:
-    return Item(id=item_id, source_id=1, external_id=f"X-{item_id}", occurred_at=occurred_at, title=title, input=text, content_hash=f"h{item_id}")
+    return Item(id=item_id, source_id=1, external_id=f"X-{item_id}", occurred_at=occurred_at, title=title, input=text, content_hash=f"h{item_id}", record_digest=f"r{item_id}")
 
 
 def _world(*others: Item, apart: set[int] | None = None) -> tuple[Pair, FakeIndex, FakeFacts, FakeSession]:
