@@ -23,6 +23,7 @@ from schemas.release import ReleaseItem
 from service.core.db import write_session, write_transaction
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
+from service.items.reads import dedup_read
 from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import hadoop_reports, ingest
 from tests.question_support import ORIGINAL, PLANT, REPORTS, asked_world, curate, questions, reversed_copy
@@ -65,6 +66,11 @@ def test_a_merge_the_judge_does_not_confirm_is_asked_and_kept_unique(engine: Eng
     decision = _newest(engine, plant)
     assert (decision.status, decision.stage, decision.matched_item_id) == ("unique", "none", None)
     assert decision.details["asked"]["other"] == original and decision.details["p_same"] == 0.1
+    with Session(engine) as session:
+        stored = session.get(Item, plant)
+        assert stored is not None
+        explained = dedup_read(session, stored, secret_key=TEST_SECRET_KEY).explanation
+    assert explained is not None and explained.p_same == 0.1 and "a curator is asked" in explained.summary
     with Session(engine) as session:
         links = {frozenset(pair) for pair in session.exec(select(NearLink.item_id, NearLink.other_id)).all()}
     assert frozenset((plant, original)) in links
