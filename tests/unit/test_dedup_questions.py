@@ -250,3 +250,12 @@ def test_the_shipped_judge_asks_only_where_curation_embeds_with_the_model_it_was
         assert asking.judge_for(other) is None
         assert asking.judge_for(other) is None
     assert len([record for record in caplog.records if other in record.getMessage()]) == 1
+
+
+def test_settings_set_the_thresholds_and_zero_switches_questioning_merges_off() -> None:
+    from tests.conftest import make_settings
+
+    settings = make_settings("sqlite:///unused.db")
+    assert (settings.dedup_config().confirm_threshold, settings.dedup_config().ask_threshold) == (DedupConfig().confirm_threshold, DedupConfig().ask_threshold)
+    changed = settings.model_copy(update={"dedup_confirm_threshold": 0.0, "dedup_ask_threshold": 1.0}).dedup_config()
+    assert (changed.confirm_threshold, changed.ask_threshold) == (0.0, 1.0)
