@@ -10,6 +10,7 @@ May use: nothing else of goldenset (the flow starts here).
 from schemas.audit import AuditEvent
 from schemas.corpus_results import CorpusResult
 from schemas.dedup import DedupDecision, DedupOverride, Embedding, ItemFingerprint, NearLink
+from schemas.dedup_questions import DedupQuestion
 from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemRead, ItemRevision, ItemStatus
 from schemas.model_registry import Endpoint, Model
@@ -25,6 +26,7 @@ __all__ = [
     "CorpusResult",
     "DedupDecision",
     "DedupOverride",
+    "DedupQuestion",
     "Embedding",
     "Endpoint",
     "Eval",

@@ -337,3 +337,4 @@ class LowMarginDuplicate(BaseModel):
     score: float
     margin: float
     decided_at: datetime
+

@@ -225,3 +225,4 @@ class ItemPage(BaseModel):
 
     items: list[ItemRead]
     next_cursor: str | None
+

@@ -16,12 +16,14 @@ from sqlmodel import Session, select
 
 from curation.releases.groups import anchor, near_groups
 from curation.releases.sealing import is_sealed
+from schemas.dedup_questions import DedupQuestion
 from schemas.evals import EvalItem
 from schemas.item import Item
 from schemas.model_registry import Endpoint, Model, TrainsOnInputs
 from schemas.probes import Probe, ProbeCreate
 from schemas.runs import Run
 from schemas.source import Source
+from service.core.db import write_transaction
 from service.evidence.probes import execute_probe, prepare_probe
 from tests.eval_support import ingest_and_curate, kev_records
 from tests.evidence_support import register_model
@@ -83,10 +85,22 @@ def sealed_world(engine: Engine, url: str) -> SealedWorld:
         candidates = {text for item in items if item.id in secret_ids for text in (item.external_id, item.input, item.title) if len(text) > 8}
         secrets = {text for text in candidates if text not in visible and json.dumps(text)[1:-1] not in visible}
         assert len(secrets) >= 2 * len(secret_ids)
+    _ask_about(engine, [*released.sealed[:2], *sorted(bound)[:2]], released.dev[0])
     world = SealedWorld(released=released, bound=bound, secrets=secrets)
     # The check can see a leak: the sealed scope's budgeted read shows the released sealed items' text.
     assert len(world.leaks(sealed_read.text)) >= len(released.sealed)
     return world
+
+
+def _ask_about(engine: Engine, sealed_ids: list[int], dev_id: int) -> None:
+    """Open dedup questions pairing sealed and bound-for-sealed items with a dev item, their
+    evidence quoting the sealed item's title (as a title difference would)."""
+    with write_transaction(engine) as session:
+        for item_id in sealed_ids:
+            item = session.get(Item, item_id)
+            assert item is not None
+            evidence = {"stage": "embedding", "features": {"body_cosine": 0.8}, "title_differences": [f"different target: {item.title!r}"]}
+            session.add(DedupQuestion(item_id=item_id, other_id=dev_id, p_same=0.5, rules_outcome="unique", evidence=evidence))
 
 
 def path_values(engine: Engine) -> dict[str, list[str]]:
@@ -94,6 +108,7 @@ def path_values(engine: Engine) -> dict[str, list[str]]:
     with Session(engine) as session:
         return {
             "item_id": [str(i) for i in session.exec(select(Item.id)).all()],
+            "question_id": [str(i) for i in session.exec(select(DedupQuestion.id)).all()],
             "run_id": [str(i) for i in session.exec(select(Run.id)).all()],
             "probe_id": [str(i) for i in session.exec(select(Probe.id)).all()],
             "/v1/sources/": list(session.exec(select(Source.name)).all()),

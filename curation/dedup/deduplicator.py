@@ -31,6 +31,7 @@ from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
 from curation.dedup.near_links import NearLinkTo
+from curation.dedup.questions import Judge, Pair, Questioner, asked_verdict, judge_for, open_questions_of
 from curation.dedup.readability import Unreadable, unreadable_shares
 from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
@@ -38,6 +39,7 @@ from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
 from schemas.common import utcnow
 from schemas.dedup import DedupStage, ItemFingerprint
+from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item, ItemStatus
 
 # Statuses a swap may demote: decided by dedup but not yet reviewed or released.
@@ -57,6 +59,7 @@ class CurationSummary:
     duplicate: int = 0
     contaminated: int = 0
     references: int = 0
+    asked: int = 0
     by_stage: dict[str, int] = field(default_factory=dict)
     encoded: int = 0
 
@@ -85,13 +88,20 @@ class _Prepared:
     embeddings: list[NewEmbedding]
 
 
-class Deduplicator:
-    """Decides candidates against an index of everything decided before."""
+_SHIPPED_JUDGE: Any = object()
 
-    def __init__(self, *, encoder: Encoder, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None) -> None:
+
+class Deduplicator:
+    """Decides candidates against an index of everything decided before. `judge`: the
+    same-incident judge that makes curation ask a curator about a pair
+    (`curation.dedup.questions`); default the shipped one (`judge_for`: none for an encoder of
+    another model than it was fitted on), None to let the rules decide alone."""
+
+    def __init__(self, *, encoder: Encoder, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None, judge: Judge | None = _SHIPPED_JUDGE) -> None:
         self.encoder = encoder
         self.config = config or DedupConfig()
         self.recipe = recipe or MinHashRecipe()
+        self.questioner = Questioner(judge_for(encoder.model_id) if judge is _SHIPPED_JUDGE else judge, self.config, self.recipe)
         self.embeddings = EmbeddingCache(encoder)
         self.memory = SourceMemory(self.embeddings)
         self.index: SimilarityIndex | None = None
@@ -242,6 +252,7 @@ class Deduplicator:
         # Fingerprints of items decided before (a changed item decided again) are updated in place.
         writes = BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))})
         facts = self.facts(session)
+        questions = open_questions_of(session, [item_id for item_id in ids if item_id is not None])
         with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
             for candidate in prepared.candidates:
                 item = current.get(candidate.item.id)
@@ -249,10 +260,10 @@ class Deduplicator:
                     continue  # changed or removed meanwhile: decided again from its new state
                 item.content_hash, item.hash_recipe = candidate.item.content_hash, candidate.item.hash_recipe
                 candidate.item = item
-                self._settle(session, candidate, summary, writes, facts)
+                self._settle(session, candidate, summary, writes, facts, questions)
         writes.insert(session)
 
-    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, writes: BatchWrites, facts: StoredFacts) -> None:
+    def _settle(self, session: Session, candidate: _Candidate, summary: CurationSummary, writes: BatchWrites, facts: StoredFacts, questions: dict[int, DedupQuestion]) -> None:
         index = self.index
         assert index is not None
         item = candidate.item
@@ -282,6 +293,15 @@ class Deduplicator:
                 candidate.body, candidate.title = index.vectors(copied.item_id)
                 candidate.body_key, candidate.title_key = copied.body_key, copied.title_key
         self._fingerprint(session, candidate, writes)
+        asked = None
+        if self.questioner.asks:
+            kind = TextKind(verdict.details.get("text", TextKind.LONG.value)) if verdict.stage != DedupStage.OVERRIDE.value else TextKind.MACHINE
+            pair = Pair(item, candidate.body, candidate.title, candidate.unreadable, kind)
+            asked = self.questioner.consider(pair, verdict, index=index, facts=facts, session=session)
+        self.questioner.record(session, item.id, asked, questions)
+        if asked is not None:
+            verdict = asked_verdict(verdict, asked)
+            summary.asked += 1
         if verdict.status == ItemStatus.UNIQUE.value:
             item.status, item.duplicate_of = verdict.status, None
         elif verdict.rule == "fresh" and self._is_later(verdict.matched, item) and self._swap(session, item, verdict, writes):

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import read_model, utcnow
 from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
 
 _DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)
@@ -64,6 +65,13 @@ def _record(session: Session, item: Item, *, kind: OverrideKind, other_id: int, 
     session.add(
         AuditEvent(actor=actor, action=f"item.{kind.value}", object_type="item", object_id=str(item.id), details={"other_id": other_id, "note": note, "status": item.status})
     )
+    # A ruling on a pair settles the question curation asked about it (`curation.dedup.questions`).
+    pair = (item.id, other_id)
+    session.exec(
+        update(DedupQuestion)
+        .where(col(DedupQuestion.item_id).in_(pair), col(DedupQuestion.other_id).in_(pair), col(DedupQuestion.state) == QuestionState.OPEN.value)
+        .values(state=QuestionState.WITHDRAWN.value)
+    )
 
 
 def _link(session: Session, item_id: int, other_id: int) -> None:
@@ -89,6 +97,25 @@ def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str)
     other = item.duplicate_of
     item.status, item.duplicate_of = ItemStatus.UNIQUE.value, None
     _record(session, item, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision={"ruled_apart_from": other})
+    return item
+
+
+def rule_apart(*, session: Session, item_id: int, other_id: int, note: str, actor: str) -> Item:
+    """Rule that `item_id` and `other_id` are not one incident, whatever dedup decided: no curation
+    run matches the pair again. A duplicate of `other_id` becomes `unique` (`rule_not_duplicate`);
+    any other decided item keeps its status and gets the ruling, a decision of stage `override`
+    and an audit event (`item.not_duplicate`). Raises OverrideRefused: `same_item` and
+    `note_required` (422), `not_found` (404, either item), `not_curated` and `reference_item` (409)."""
+    if item_id == other_id:
+        raise OverrideRefused("same_item", f"item {item_id} cannot be ruled apart from itself", 422)
+    note = _note(note, item_id)
+    item, _other = _item(session, item_id), _item(session, other_id)
+    if item.duplicate_of == other_id and item.status in _DUPLICATES:
+        return rule_not_duplicate(session=session, item_id=item_id, note=note, actor=actor)
+    if item.status in (ItemStatus.CANDIDATE.value, ItemStatus.REFERENCE.value):
+        reason, why = _UNDECIDABLE[item.status]
+        raise OverrideRefused(reason, f"item {item_id} is {item.status}: {why}", 409)
+    _record(session, item, kind=OverrideKind.NOT_DUPLICATE, other_id=other_id, note=note, actor=actor, decision={"ruled_apart_from": other_id})
     return item
 
 

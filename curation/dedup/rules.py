@@ -81,6 +81,10 @@ class DedupConfig:
     kinds reach 0.54; an edit of a few characters keeps 0.75 or more).
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
     searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
+    `confirm_threshold`, `ask_threshold`: the same-incident judge's P below which a paraphrase merge
+    of a fresh item, and at or above which a unique item's near pair, is asked of a curator instead
+    (`curation.dedup.questions`); chosen with bench/dedup_questions.py so that at most about 5% of
+    the Hadoop pool is asked (README "Three outcomes"); 0 and 1 switch either off.
     """
 
     minhash_threshold: float = 0.65
@@ -91,24 +95,20 @@ class DedupConfig:
     fresh_title_threshold: float = 0.70
     unreadable_share: float = 0.3
     unreadable_characters_threshold: float = 0.7
+    confirm_threshold: float = 0.6
+    ask_threshold: float = 0.35
     neighbours: int = 10
     batch_size: int = 256
     ann: AnnConfig = field(default_factory=AnnConfig)
 
     def __post_init__(self) -> None:
-        for name in (
-            "minhash_threshold",
-            "guard_embedding_threshold",
-            "guard_short_embedding_threshold",
-            "fresh_embedding_threshold",
-            "fresh_short_embedding_threshold",
-            "fresh_title_threshold",
-            "unreadable_share",
-            "unreadable_characters_threshold",
-        ):
+        cosines = ("guard_embedding_threshold", "guard_short_embedding_threshold", "fresh_embedding_threshold", "fresh_short_embedding_threshold", "fresh_title_threshold")
+        for name in ("minhash_threshold", *cosines, "unreadable_share", "unreadable_characters_threshold"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
+        for name in (name for name in ("confirm_threshold", "ask_threshold") if not 0 <= getattr(self, name) <= 1):
+            raise ValueError(f"{name} must be in [0, 1] (a probability), got {getattr(self, name)}")
         if self.neighbours < 1 or self.batch_size < 1:
             raise ValueError("neighbours and batch_size must be at least 1")
 

@@ -28,6 +28,7 @@ from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
+from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
 from schemas.release import HMAC_SHA256, Release, ReleaseItem
@@ -196,13 +197,16 @@ def write_release(
 def admissible(evaluation: Eval, policy: RotationPolicy, *, excluding: SelectOfScalar[int]) -> list[ColumnElement[bool]]:
     """The conditions on `Item` (joined with its `Source`) of an item a release of `policy` may
     take fresh: from the eval's sources, admitted by its approval policy, never exposed, inside
-    the window, and not among the ids `excluding` selects."""
+    the window, holding no open dedup question (`curation.dedup.questions`: it waits for a
+    curator's answer), and not among the ids `excluding` selects."""
+    asked = select(DedupQuestion.item_id).where(DedupQuestion.state == QuestionState.OPEN.value)
     conditions = [
         col(Source.name).in_(evaluation.sources),
         col(Item.status).in_(sorted(policy.admitted)),
         col(Item.exposed_at).is_(None),
         col(Item.occurred_at) < policy.window_end,
         col(Item.id).not_in(excluding),
+        col(Item.id).not_in(asked),
     ]
     if policy.window_start is not None:
         conditions.append(col(Item.occurred_at) >= policy.window_start)

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     dedup_fresh_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="Body cosine for a paraphrase of a fresh item; unset: DedupConfig's.")
     dedup_fresh_short_embedding_threshold: float | None = Field(default=None, gt=0, le=1, description="The same for a short text; unset: DedupConfig's.")
     dedup_fresh_title_threshold: float | None = Field(default=None, gt=0, le=1, description="Title cosine a paraphrase of a fresh item also needs; unset: DedupConfig's.")
+    dedup_confirm_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="The same-incident judge's P a paraphrase merge of a fresh item needs, or a curator is asked (0: never); unset: DedupConfig's."
+    )
+    dedup_ask_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="The judge's P from which a unique item near an earlier one is asked of a curator (1: only when certain); unset: DedupConfig's."
+    )
     ann_min_items: int = Field(
         default=50_000, ge=1, description="A dedup pool of at least this many embedded items is searched through an approximate (HNSW) index; a smaller one exactly."
     )
@@ -203,6 +209,8 @@ class Settings(BaseSettings):
             fresh_embedding_threshold=self.dedup_fresh_embedding_threshold or defaults.fresh_embedding_threshold,
             fresh_short_embedding_threshold=self.dedup_fresh_short_embedding_threshold or defaults.fresh_short_embedding_threshold,
             fresh_title_threshold=self.dedup_fresh_title_threshold or defaults.fresh_title_threshold,
+            confirm_threshold=defaults.confirm_threshold if self.dedup_confirm_threshold is None else self.dedup_confirm_threshold,
+            ask_threshold=defaults.ask_threshold if self.dedup_ask_threshold is None else self.dedup_ask_threshold,
             ann=dataclasses.replace(defaults.ann, min_items=self.ann_min_items, folder=Path(self.ann_folder)),
         )
 

@@ -142,6 +142,8 @@ def _print_curation(summary: CurationSummary) -> None:
     table = Table(title="curation", show_header=False)
     for label, value in (("decided", summary.decided), ("unique", summary.unique), ("duplicate", summary.duplicate), ("contaminated", summary.contaminated)):
         table.add_row(label, str(value))
+    if summary.asked:
+        table.add_row("  of the unique: asked a curator (goldenset dedup questions)", str(summary.asked))
     if summary.references:
         table.add_row("reference items indexed", str(summary.references))
     for stage, count in sorted(summary.by_stage.items()):

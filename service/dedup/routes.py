@@ -1,6 +1,9 @@
 """Dedup over HTTP: explaining it (the items most like a stored item, the verdict a text would
 get), its figures and close calls, and people overruling it.
 
+Dedup questions (`/v1/dedup/questions`, `curation.dedup.questions`): the pairs curation asks a
+curator about, and their answers, applied as rulings in the request's transaction.
+
 `/similar` and `/v1/dedup/check` read the app's `DedupReader` index (rebuilt when curation decided
 something since it was built) and never write. Only `/v1/dedup/check` runs the embedding model, in
 the thread pool and behind the app's semaphore, never on the event loop (the model takes one call
@@ -21,13 +24,16 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from curation.dedup.answers import answer_question
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
+from curation.refusals import Refused
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
+from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
 from schemas.token import Scope
 from service.core.audit import audit_content_read
@@ -36,14 +42,17 @@ from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc, refusal_problem
 from service.core.rate_limits import RateLimits
 from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
+from service.dedup.questions import one_question, question_page
 from service.dedup.reader import DedupReader
 from service.dedup.reads import low_margin_for_readers, stats_for_readers
+from service.evals.sealed_review import revealed_evals
 from service.items.reads import answer_after_write, shown_item, similar_reads
-from service.items.shaping import withheld
+from service.items.shaping import ShownItem, withheld
 
 router = APIRouter(tags=["dedup"])
 MAX_K = 100
 MAX_LOW_MARGIN = 500
+MAX_QUESTIONS = 200
 ITEM_DETAILS = ("matched_item", "kept_over", "best_jaccard", "best_embedding")
 SEALED_MATCH_ACTION = "item.sealed_check_matched"
 
@@ -237,3 +246,58 @@ def low_margin(
     the item it matched, the stage, the rule (`fresh` or `guard`), the score and its margin over
     the threshold. Pairs with a sealed item are left out."""
     return low_margin_for_readers(session=session, secret_key=secret_key, sources=None if source is None else [source], margin=margin, limit=limit)
+
+
+def _revealed(session: Session, principal: Principal) -> set[int]:
+    """The evals on which the caller holds an open sealed review window (only with the `sealed` scope)."""
+    return revealed_evals(session=session, token_id=principal.token_id) if Scope.SEALED.value in principal.scopes else set()
+
+
+def _audit_shown(request: Request, principal: Principal, shown: Sequence[ShownItem]) -> None:
+    """Audit the items whose content a questions answer carried (sealed ones shown through a window apart)."""
+    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and not item.sealed], "dedup.questions_read")
+    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and item.sealed], "item.sealed_question_read")
+
+
+@router.get("/v1/dedup/questions", response_model=DedupQuestionPage, responses=problem_doc(401, 403, 422))
+def questions(
+    request: Request,
+    principal: ReadPrincipal,
+    session: SessionDep,
+    secret_key: SecretKeyDep,
+    source: Annotated[str | None, Query(max_length=200, description="Only questions about items of this source.")] = None,
+    state: Annotated[QuestionState | None, Query(description="Only questions in this state (`open`, `answered`, `withdrawn`).")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_QUESTIONS)] = 50,
+    cursor: str | None = None,
+) -> DedupQuestionPage:
+    """The pairs dedup asks a curator about, oldest first; pass `next_cursor` as `cursor` for the
+    next page. Each shows both items side by side (a sealed item without its content, and then
+    without the pair's features and evidence), the judge's P (same incident), the rules' outcome
+    and why the pair was asked. `state=answered` exports the curators' rulings: labelled pairs
+    for refitting the judge."""
+    reads, shown, next_cursor = question_page(
+        session=session, secret_key=secret_key, source=source, state=state, limit=limit, cursor=cursor, revealed=_revealed(session, principal)
+    )
+    session.rollback()
+    _audit_shown(request, principal, shown)
+    return DedupQuestionPage(questions=reads, next_cursor=next_cursor)
+
+
+@router.post("/v1/dedup/questions/{question_id}/answer", response_model=DedupQuestionRead, responses=problem_doc(401, 403, 404, 409, 422))
+def answer(question_id: IdPath, data: QuestionAnswer, request: Request, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> DedupQuestionRead:
+    """Answer an open dedup question: `same` makes the later item of the pair a duplicate of the
+    earlier, `distinct` rules the pair apart (never matched again); either is a ruling (stage
+    `override`, audited) that every later curation run keeps. Refused: `not_found` (404),
+    `already_answered` and `withdrawn` (409), and a ruling's own refusals (409, e.g. `reviewed`)."""
+    try:
+        answer_question(session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
+    except Refused as exc:
+        session.rollback()
+        raise refusal_problem(exc) from exc
+    session.commit()
+    read, shown = one_question(session=session, question_id=question_id, secret_key=secret_key, revealed=_revealed(session, principal))
+    session.rollback()
+    if read is None:
+        raise ProblemError(404, "Not Found", f"no dedup question with id {question_id}")
+    _audit_shown(request, principal, shown)
+    return read

@@ -207,6 +207,10 @@ def _summary(decision: DedupDecision, why: DedupExplanation, *, earlier: bool) -
         sentences.append("Unique: no earlier item was close enough." if not why.vetoed else "Unique: every close enough match was refused.")
     if why.p_same is not None:
         sentences.append(f"P(same incident) {why.p_same:.2f}.")
+    asked = decision.details.get("asked")
+    if isinstance(asked, dict):
+        ruled = "a duplicate" if asked.get("rules_outcome") == "duplicate" else "unique"
+        sentences.append(f"The rules said {ruled} and the same-incident judge disagrees: a curator is asked (dedup questions), and it stays unique until answered.")
     if why.read_as_characters:
         sentences.append("Matched by characters where the model cannot read the text: " + ", ".join(f"{name} {value:.2f}" for name, value in why.read_as_characters.items()) + ".")
     if why.kept_over is not None:

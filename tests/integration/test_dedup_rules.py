@@ -179,7 +179,8 @@ def test_a_candidate_never_joins_a_cluster_through_a_duplicate(engine: Engine, s
 
 def test_redecide_applies_new_thresholds_and_keeps_what_people_decided(engine: Engine, settings: Settings, encoder: MemoEncoder) -> None:
     ingest(engine, "hadoop", hadoop_reports(40))
-    loose = settings.model_copy(update={"dedup_fresh_embedding_threshold": 0.5, "dedup_fresh_title_threshold": 0.3})
+    # Asking off: the judge would question these loose merges (a curator asked, the items kept unique).
+    loose = settings.model_copy(update={"dedup_fresh_embedding_threshold": 0.5, "dedup_fresh_title_threshold": 0.3, "dedup_confirm_threshold": 0.0})
     run_curation(engine, loose, encoder=encoder)
     with Session(engine) as session:
         merged = [item for item in session.exec(select(Item).where(Item.status == ItemStatus.DUPLICATE.value).order_by(col(Item.id)))]

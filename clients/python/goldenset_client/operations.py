@@ -21,6 +21,8 @@ from goldenset_client.models import (
     CorpusResultsPost,
     DedupCheck,
     DedupCheckResult,
+    DedupQuestionPage,
+    DedupQuestionRead,
     DedupStats,
     EndpointCreate,
     EndpointRead,
@@ -220,6 +222,20 @@ class Operations:
     def low_margin(*, source: str | None = None, margin: float | None = None, limit: int | None = None) -> Call[list[LowMarginDuplicate]]:
         """Duplicates whose score cleared its threshold by less than `margin`, closest call first (curate scope)."""
         return routes.LOW_MARGIN.call(params={"source": source, "margin": margin, "limit": limit})
+
+    @operation
+    def dedup_questions(
+        *, source: str | None = None, state: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Call[DedupQuestionPage]:
+        """The pairs dedup asks a curator about, oldest first, both items side by side (read scope);
+        `state="answered"` exports the curators' rulings."""
+        return routes.DEDUP_QUESTIONS.call(params={"source": source, "state": state, "limit": limit, "cursor": cursor})
+
+    @operation
+    def answer_question(question_id: int, ruling: str, note: str | None = None) -> Call[DedupQuestionRead]:
+        """Answer a dedup question `same` or `distinct` (curate scope); `Conflict` if already answered."""
+        body: dict[str, Any] = {"ruling": ruling} if note is None else {"ruling": ruling, "note": note}
+        return routes.ANSWER_QUESTION.call({"question_id": question_id}, json=body)
 
     # Evals
 

@@ -25,6 +25,8 @@ from goldenset_client.models import (
     CorpusResultsPost,
     DedupCheck,
     DedupCheckResult,
+    DedupQuestionPage,
+    DedupQuestionRead,
     DedupStats,
     DuplicateOfBody,
     EndpointCreate,
@@ -50,6 +52,7 @@ from goldenset_client.models import (
     ProbeCreate,
     ProbeRead,
     PullStarted,
+    QuestionAnswer,
     RefreshResult,
     RejectBody,
     ReleaseItems,
@@ -179,6 +182,8 @@ NOT_DUPLICATE = Route("POST", "/v1/items/{item_id}/not-duplicate", ItemRead, bod
 DUPLICATE_OF = Route("POST", "/v1/items/{item_id}/duplicate-of", ItemRead, body=DuplicateOfBody, idempotent=False)
 DEDUP_STATS = Route("GET", "/v1/dedup/stats", DedupStats)
 LOW_MARGIN = Route("GET", "/v1/dedup/low-margin", list[LowMarginDuplicate])
+DEDUP_QUESTIONS = Route("GET", "/v1/dedup/questions", DedupQuestionPage)
+ANSWER_QUESTION = Route("POST", "/v1/dedup/questions/{question_id}/answer", DedupQuestionRead, body=QuestionAnswer, idempotent=False)
 
 # Evals
 LIST_EVALS = Route("GET", "/v1/evals", list[EvalRead])

@@ -342,3 +342,56 @@ class ReviewUndone(_Response):
     reason: str
     decided_by: str
     decided_at: datetime
+
+
+QuestionState = Literal["open", "answered", "withdrawn"]
+QuestionRuling = Literal["same", "distinct"]
+
+
+class QuestionEvidence(_Response):
+    """What the rules and the judge saw of a question's pair: embedding cosines, the word-shingle
+    Jaccard MinHash estimates, character similarities, and what the titles name differently."""
+
+    body_cosine: float | None = None
+    title_cosine: float | None = None
+    minhash: float | None = None
+    body_characters: float | None = None
+    title_characters: float | None = None
+    title_differences: list[str] = Field(default_factory=list)
+
+
+class DedupQuestionRead(_Response):
+    """A pair dedup asks a curator about (`GET /v1/dedup/questions`): both items side by side (a
+    sealed one without its content), the judge's `p_same`, the `rules_outcome` and `why` it was
+    asked, the pair `features` and `evidence` (empty when either item is withheld), and the answer."""
+
+    id: int
+    state: QuestionState
+    asked_at: datetime
+    item: ItemRead
+    other: ItemRead
+    p_same: float
+    rules_outcome: str
+    why: str
+    rule: str | None = None
+    stage: str | None = None
+    features: dict[str, float] = Field(default_factory=dict)
+    evidence: QuestionEvidence | None = None
+    ruling: QuestionRuling | None = None
+    ruled_by: int | None = None
+    ruled_at: datetime | None = None
+    note: str | None = None
+
+
+class DedupQuestionPage(_Response):
+    """One page of dedup questions, oldest asked first; pass `next_cursor` as `cursor` for the next."""
+
+    questions: list[DedupQuestionRead]
+    next_cursor: str | None = None
+
+
+class QuestionAnswer(_Request):
+    """`POST /v1/dedup/questions/{id}/answer`: `same` or `distinct`, and an optional note."""
+
+    ruling: QuestionRuling
+    note: str = ""
