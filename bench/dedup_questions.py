@@ -37,7 +37,7 @@ from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import SentenceTransformerEncoder
 from curation.dedup.rules import DedupConfig
 from ingest.mapping import load_mapping
-from schemas.dedup import DedupQuestion
+from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item
 
 POOL = DATA / "gitbugs_hadoop"

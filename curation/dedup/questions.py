@@ -16,6 +16,11 @@ no item with an open question until it is answered (`curation.releases.writer.ad
 answer (`curation.dedup.answers`) is an ordinary ruling. Machine-written text (log lines, alerts),
 pairs a person ruled apart and items ruled by hand are never asked about.
 
+Curators' answers refit the judge per source (`curation.dedup.judge.refit`): once a source has
+enough answered questions, P for its pairs is the refitted one, so asking follows what that
+source's curators ruled. Each question keeps the shipped judge's P (`evidence.shipped_p`) and the
+features, which is what a refit reads; a refit is made once per curation batch and source.
+
 When the judge's model cannot be loaded, no question is asked and the rules decide as before
 (logged once); so too when curation embeds with another model than the one whose cosines the
 shipped judge was fitted on (`JUDGE_EMBEDDINGS`, its DATA_CARD.md): its P would mean nothing. Only
@@ -40,6 +45,7 @@ from sqlmodel import Session, col, select
 from curation.dedup.fingerprints import MinHashRecipe
 from curation.dedup.identifiers import distinction
 from curation.dedup.index import SimilarityIndex
+from curation.dedup.judge.refit import Refit, Ruling, refit
 from curation.dedup.near_links import NearLinkTo
 from curation.dedup.pair_features import PairScores, PairText, pair_features
 from curation.dedup.readability import Unreadable
@@ -47,7 +53,7 @@ from curation.dedup.rules import DedupConfig, Facts, Verdict, display_title
 from curation.dedup.text_kind import TextKind
 from schemas.common import utcnow
 from schemas.dedup import DedupStage
-from schemas.dedup_questions import DedupQuestion, QuestionState
+from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.item import Item, ItemStatus
 
 logger = logging.getLogger(__name__)
@@ -213,14 +219,20 @@ class Questioner:
             theirs_text = PairText(row.title, row.input, row.occurred_at, _fields(row.meta))
             features = pair_features(mine, theirs_text, scores, common=common, recipe=self.recipe)
             try:
-                p_same = float(self.judge.probability(features))
+                shipped = float(self.judge.probability(features))
             except Exception as exc:  # a judge that cannot score these features: the rules decide alone
                 logger.warning("the same-incident judge failed on a pair (%s): curation asks no more dedup questions in this run", exc)
                 self._failed = True
                 return {}
-            if math.isnan(p_same):
+            if math.isnan(shipped):
                 continue
-            found[other] = (round(p_same, 4), _evidence(features, display_title(pair.item.title, pair.item.input), display_title(row.title, row.input)))
+            source_refit = refit_for(session, pair.item.source_id)
+            p_same = shipped if source_refit is None else source_refit.probability(shipped, features)
+            evidence = _evidence(features, display_title(pair.item.title, pair.item.input), display_title(row.title, row.input))
+            evidence["shipped_p"] = round(shipped, 4)
+            if source_refit is not None:
+                evidence["refit_rulings"] = source_refit.rulings
+            found[other] = (round(p_same, 4), evidence)
         return found
 
     def record(self, session: Session, item_id: int, asked: Asked | None, open_questions: Mapping[int, DedupQuestion]) -> None:
@@ -250,6 +262,32 @@ def asked_verdict(verdict: Verdict, asked: Asked) -> Verdict:
     details["features"] = asked.evidence.get("features", {})
     links = verdict.links if any(link.other == asked.other for link in verdict.links) else (*verdict.links, asked.link())
     return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details, links=links)
+
+
+def source_rulings(session: Session, source_id: int) -> list[Ruling]:
+    """The answered questions about items of `source_id`, as rulings a refit reads (the shipped
+    judge's P when asked, the features it weighed, and the answer)."""
+    query = (
+        select(DedupQuestion.p_same, DedupQuestion.evidence, DedupQuestion.ruling)
+        .join(Item, col(Item.id) == col(DedupQuestion.item_id))
+        .where(Item.source_id == source_id, DedupQuestion.state == QuestionState.ANSWERED.value)
+        .order_by(col(DedupQuestion.id))
+    )
+    rulings = []
+    for p_same, evidence, ruling in session.exec(query):
+        shipped = (evidence or {}).get("shipped_p", p_same)
+        features = (evidence or {}).get("features") or {}
+        rulings.append(Ruling(float(shipped), {name: float(value) for name, value in features.items()}, ruling == QuestionRuling.SAME.value))
+    return rulings
+
+
+def refit_for(session: Session, source_id: int) -> Refit | None:
+    """`source_id`'s refit of the judge from its answered questions (None while there are too
+    few), made once per session: a curation batch sees the answers given before it began."""
+    refits: dict[int, Refit | None] = session.info.setdefault("judge_refits", {})
+    if source_id not in refits:
+        refits[source_id] = refit(source_rulings(session, source_id))
+    return refits[source_id]
 
 
 def open_questions_of(session: Session, item_ids: list[int]) -> dict[int, DedupQuestion]:

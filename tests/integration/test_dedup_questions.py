@@ -13,10 +13,11 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.answers import QuestionRefused, answer_question
 from curation.dedup.overrides import OverrideRefused
+from curation.dedup.questions import refit_for
 from curation.dedup.rules import DedupConfig
 from schemas.audit import AuditEvent
 from schemas.dedup import DedupDecision, DedupOverride, NearLink
-from schemas.dedup_questions import QuestionRuling, QuestionState
+from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.evals import ApprovalPolicy, EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.release import ReleaseItem
@@ -26,7 +27,7 @@ from service.evals.refresh import refresh_eval
 from service.items.reads import dedup_read
 from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import hadoop_reports, ingest
-from tests.question_support import ORIGINAL, PLANT, REPORTS, asked_world, curate, questions, reversed_copy
+from tests.question_support import CONFIG, ORIGINAL, PLANT, REPORTS, asked_world, curate, questions, reversed_copy
 
 
 def _item(engine: Engine, item_id: int) -> Item:
@@ -214,3 +215,37 @@ def test_releases_take_no_item_with_an_open_question_until_it_is_answered(engine
     assert question.id is not None
     _answer(engine, question.id, QuestionRuling.DISTINCT, "two incidents")
     assert plant in members("2022-02-01T03:00:00+00:00")
+
+
+def test_answers_refit_the_judge_for_their_source(engine: Engine) -> None:
+    """Curators who keep answering `same` where the judge said 0.1 make a later merge of that
+    source confirmed instead of asked: P is refitted per source from its answers."""
+    ids = asked_world(engine, p=0.1)
+    plant = ids[PLANT]
+    assert [question.item_id for question in questions(engine) if question.state == QuestionState.OPEN.value] == [plant]
+    others = sorted(item_id for external_id, item_id in ids.items() if external_id not in (PLANT, ORIGINAL))
+    features = {"body_cosine": 0.93, "title_cosine": 0.9}
+    with write_session(engine) as session:
+        for position, item_id in enumerate(others[:20]):
+            ruling = QuestionRuling.DISTINCT if position < 3 else QuestionRuling.SAME
+            session.add(
+                DedupQuestion(
+                    item_id=item_id,
+                    other_id=others[-1],
+                    p_same=0.1,
+                    rules_outcome="duplicate",
+                    evidence={"shipped_p": 0.1, "features": features},
+                    state=QuestionState.ANSWERED.value,
+                    ruling=ruling.value,
+                )
+            )
+        session.commit()
+    with Session(engine) as session:
+        source_refit = refit_for(session, _item(engine, plant).source_id)
+    assert source_refit is not None and source_refit.rulings == 20
+    assert source_refit.probability(0.1, features) >= CONFIG.confirm_threshold
+    _recurate(engine, 0.1, "again")
+    item = _item(engine, plant)
+    assert item.status == ItemStatus.DUPLICATE.value, "the refitted judge confirms the merge"
+    asked = [question for question in questions(engine) if question.item_id == plant]
+    assert all(question.state == QuestionState.WITHDRAWN.value for question in asked)

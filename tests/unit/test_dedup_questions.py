@@ -106,6 +106,7 @@ class FakeSession:
     def __init__(self, *items: Item) -> None:
         self.items = list(items)
         self.added: list[Any] = []
+        self.info: dict[str, Any] = {"judge_refits": {1: None}}  # source 1 has no answers to refit on
 
     def exec(self, _query: Any) -> FakeResult:
         return FakeResult(self.items)
