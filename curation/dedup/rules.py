@@ -96,7 +96,7 @@ class DedupConfig:
     unreadable_share: float = 0.3
     unreadable_characters_threshold: float = 0.7
     confirm_threshold: float = 0.6
-    ask_threshold: float = 0.35
+    ask_threshold: float = 0.25
     neighbours: int = 10
     batch_size: int = 256
     ann: AnnConfig = field(default_factory=AnnConfig)

@@ -10,8 +10,9 @@ figures it was chosen by. The scorer is either a logistic regression over standa
 HistGradientBoosting, exported node by node: feature, threshold, children, leaf values and where
 a missing value goes). Format `goldenset-judge/1` files (logistic only) still load. Nothing is
 unpickled; scoring a pair is a dot product or a walk down each tree plus an interpolation
-(microseconds), so it can be called per candidate pair during curation. It is measured offline
-only: curation does not decide with it yet (see DATA_CARD.md).
+(microseconds), so it can be called per candidate pair during curation. Curation asks a
+curator with it (`curation.dedup.questions`) where it disagrees with the rules, which still decide
+duplicates (see DATA_CARD.md); curators' answers refit it per source (`refit`).
 """
 
 from __future__ import annotations
