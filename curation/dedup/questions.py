@@ -10,6 +10,9 @@ features, `curation.dedup.pair_features`) that disagrees, curation asks instead 
 - (b) the rules kept an item unique, but it is near an earlier item (a near link at the
   recall-first level, `Verdict.links`) whose P is at or above `DedupConfig.ask_threshold`.
 
+A source's open questions are bounded (`DedupConfig.ask_share` of its items): once the queue is
+that long, nothing more is asked of the source, and the rules decide alone, until curators answer.
+
 An asked item stays `unique` (nothing scarce is thrown away) and holds an open question about the
 pair; its near link already keeps both items on one side of a release's split, and releases take
 no item with an open question until it is answered (`curation.releases.writer.admissible`). The
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from curation.dedup.fingerprints import MinHashRecipe
@@ -165,7 +169,7 @@ class Questioner:
             if verdict.matched not in weighed:
                 return None
             p_same, evidence = weighed[verdict.matched]
-            if p_same >= self.config.confirm_threshold:
+            if p_same >= self.config.confirm_threshold or not self._room(session, pair.item):
                 return None
             evidence.update(rule=verdict.rule, stage=verdict.stage, score=verdict.score, threshold=self.config.confirm_threshold)
             return Asked(verdict.matched, p_same, ItemStatus.DUPLICATE.value, evidence)
@@ -187,11 +191,23 @@ class Questioner:
         if not weighed:
             return None
         other, (p_same, evidence) = max(weighed.items(), key=lambda entry: (entry[1][0], -entry[0]))
-        if p_same < self.config.ask_threshold:
+        if p_same < self.config.ask_threshold or not self._room(session, pair.item):
             return None
         link = links[other]
         evidence.update(rule=None, stage=link.stage, score=link.score, threshold=self.config.ask_threshold)
         return Asked(other, p_same, ItemStatus.UNIQUE.value, evidence)
+
+    def _room(self, session: Session, item: Item) -> bool:
+        """Whether `item`'s source has room for one more open question (`DedupConfig.ask_share`
+        of its items; its own open question, if any, does not count)."""
+        asked = session.exec(
+            select(func.count())
+            .select_from(DedupQuestion)
+            .join(Item, col(Item.id) == col(DedupQuestion.item_id))
+            .where(Item.source_id == item.source_id, DedupQuestion.state == QuestionState.OPEN.value, DedupQuestion.item_id != item.id)
+        ).one()
+        items = session.exec(select(func.count()).select_from(Item).where(Item.source_id == item.source_id)).one()
+        return int(asked) < max(1, math.ceil(self.config.ask_share * int(items)))
 
     def _weigh(self, pair: Pair, others: list[int], *, index: SimilarityIndex, facts: Facts, session: Session) -> dict[int, tuple[float, dict[str, Any]]]:
         """P and the evidence of the pair of `pair.item` with each of `others` (those the index

@@ -84,7 +84,10 @@ class DedupConfig:
     `confirm_threshold`, `ask_threshold`: the same-incident judge's P below which a paraphrase merge
     of a fresh item, and at or above which a unique item's near pair, is asked of a curator instead
     (`curation.dedup.questions`); chosen with bench/dedup_questions.py so that at most about 5% of
-    the Hadoop pool is asked (README "Three outcomes"); 0 and 1 switch either off.
+    the Hadoop pool is asked (README "Three outcomes"); 0 and 1 switch either off. `ask_share`:
+    the most of a source's items that may hold an open question at once; past it nothing more is
+    asked of that source (the rules decide alone) until curators answer (a judge fitted elsewhere
+    found a quarter of a Firefox pool likely the same: the bound keeps the queue a queue).
     """
 
     minhash_threshold: float = 0.65
@@ -97,6 +100,7 @@ class DedupConfig:
     unreadable_characters_threshold: float = 0.7
     confirm_threshold: float = 0.6
     ask_threshold: float = 0.25
+    ask_share: float = 0.05
     neighbours: int = 10
     batch_size: int = 256
     ann: AnnConfig = field(default_factory=AnnConfig)
@@ -107,7 +111,7 @@ class DedupConfig:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
-        for name in (name for name in ("confirm_threshold", "ask_threshold") if not 0 <= getattr(self, name) <= 1):
+        for name in (name for name in ("confirm_threshold", "ask_threshold", "ask_share") if not 0 <= getattr(self, name) <= 1):
             raise ValueError(f"{name} must be in [0, 1] (a probability), got {getattr(self, name)}")
         if self.neighbours < 1 or self.batch_size < 1:
             raise ValueError("neighbours and batch_size must be at least 1")

@@ -249,3 +249,31 @@ def test_answers_refit_the_judge_for_their_source(engine: Engine) -> None:
     assert item.status == ItemStatus.DUPLICATE.value, "the refitted judge confirms the merge"
     asked = [question for question in questions(engine) if question.item_id == plant]
     assert all(question.state == QuestionState.WITHDRAWN.value for question in asked)
+
+
+def test_a_source_whose_queue_is_full_is_not_asked_more(engine: Engine) -> None:
+    """At `ask_share` of a source's items with an open question, curation asks no more of it:
+    the rules decide alone (the planted paraphrase is merged) until curators answer."""
+    reports = hadoop_reports(REPORTS)
+    assert ingest(engine, "hadoop", reports).rejected == 0
+    curate(engine, None)
+    with write_session(engine) as session:
+        first, second = session.exec(select(Item.id).order_by(col(Item.id)).limit(2)).all()
+        assert first is not None and second is not None
+        session.add(DedupQuestion(item_id=second, other_id=first, p_same=0.5, rules_outcome="unique", evidence={}))
+        session.commit()
+    full = DedupConfig(confirm_threshold=0.6, ask_threshold=0.95, ask_share=0.01)  # room for one open question in 51 items
+    original = next(report for report in reports if report["id"] == ORIGINAL)
+    assert ingest(engine, "hadoop", [reversed_copy(original)]).rejected == 0
+    curate(engine, 0.1, full)
+    with Session(engine) as session:
+        plant = session.exec(select(Item).where(Item.external_id == PLANT)).one()
+    assert plant.status == ItemStatus.DUPLICATE.value, "no room to ask: the rules' merge stands"
+    assert [question.item_id for question in questions(engine)] == [second]
+    with write_session(engine) as session:
+        waiting = session.exec(select(DedupQuestion)).one()
+        waiting.state = QuestionState.WITHDRAWN.value
+        session.add(waiting)
+        session.commit()
+    _recurate(engine, 0.1, "again", full)
+    assert _item(engine, plant.id or 0).status == ItemStatus.UNIQUE.value, "room again: the merge the judge doubts is asked"

@@ -99,6 +99,9 @@ class FakeResult:
     def all(self) -> list[Item]:
         return self.rows
 
+    def one(self) -> int:
+        return 0  # a count: no open question yet, so there is room to ask
+
 
 class FakeSession:
     """Answers every select with the items it holds (the questioner filters by id itself)."""
