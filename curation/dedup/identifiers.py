@@ -29,13 +29,18 @@ _COMPOUND_HEADS = (
 )
 _COMPOUND_TAILS = "up|in|on|out|off|only|based|safe|aware|wide|level|side|like|free|specific|related|time|end|to|driven|enabled|friendly"
 _BRANCH = re.compile(r"\bbranch-[\w.]+", re.IGNORECASE)
+# File names a title may name (a test, a page, a resource): a name with one of these extensions.
+_FILE_TYPES = "js|jsm|mjs|ts|tsx|py|java|kt|scala|c|cc|cpp|h|hpp|rs|go|rb|php|cs|swift|html|xhtml|xul|css|json|xml|ya?ml|toml|ini|sh|md|txt|properties|ftl|dtd|sql|proto"
+# A quoted word or phrase in a title: what the title is about, by its own marking.
+_QUOTED = re.compile(r"(?<!\w)[\"“‘`']([^\"”’`']{1,40})[\"”’`'](?!\w)")
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("CVE", re.compile(r"\bCVE-\d{4}-\d{4,}\b", re.IGNORECASE)),
     ("issue key", re.compile(r"\b(?!CVE-)[A-Z][A-Z0-9]{1,15}-\d+\b")),
     ("host", re.compile(r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|edu|gov|co|uk|de|fr|jp|cn|ru|info|biz|app|dev)\b", re.IGNORECASE)),
+    ("file", re.compile(r"(?<![\w.-])[\w-]+(?:/[\w.-]+)*\.(?:" + _FILE_TYPES + r")\b", re.IGNORECASE)),
     ("configuration key", re.compile(r"\b[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+){2,}\b")),
     ("module", re.compile(rf"\b(?!(?:{_COMPOUND_HEADS})-)[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*-(?!(?:{_COMPOUND_TAILS})\b)[a-z][a-z0-9]*\b")),
-    ("code name", re.compile(r"\b(?:[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[a-z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[A-Z]{2,}[a-z][A-Za-z0-9]+)\b")),
+    ("code name", re.compile(r"\b(?:[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[a-z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[A-Z]{2,}[a-z][A-Za-z0-9]+|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")),
     ("number", re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.]*\d)")),
 )
 _CASE_SENSITIVE = {"issue key", "code name"}
@@ -71,7 +76,7 @@ def title_identifiers(title: str) -> dict[str, frozenset[str]]:
         values = {match.group(0) if kind in _CASE_SENSITIVE else match.group(0).lower() for match in pattern.finditer(text)}
         if values:
             found[kind] = frozenset(values)
-        if kind in ("CVE", "issue key", "host", "configuration key", "module"):
+        if kind in ("CVE", "issue key", "host", "file", "configuration key", "module"):
             # Their digits and hyphens are part of the name, not numbers or modules of their own.
             text = pattern.sub(" ", text)
     return found
@@ -105,10 +110,14 @@ def _title_case(title: str) -> bool:
 
 
 def _named(words: set[str], title: str) -> bool:
-    """Whether any of `words` stands in `title` as a name: holding digits, in capitals ("HDFS"), or
-    capitalised past the title's first word in a title that does not capitalise every word."""
+    """Whether any of `words` stands in `title` as a name: holding digits, in capitals ("HDFS"),
+    quoted (`disallow "lao" unicode block`), or capitalised past the title's first word in a title
+    that does not capitalise every word."""
     capitals_mean_names = not _title_case(title)
+    quoted = {word.lower() for match in _QUOTED.finditer(title) for word in _WORDS.findall(match.group(1))}
     for word in words:
+        if word.lower() in quoted:
+            return True
         if any(character.isdigit() for character in word):
             return True
         for match in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", title, re.IGNORECASE):

@@ -60,7 +60,7 @@ FEATURES: tuple[str, ...] = (
 _CONFLICT_KINDS: dict[str, tuple[str, ...]] = {
     "conflict_version": ("number",),
     "conflict_cve": ("CVE",),
-    "conflict_name": ("issue key", "module", "code name", "configuration key"),
+    "conflict_name": ("issue key", "module", "file", "code name", "configuration key"),
     "conflict_host": ("host",),
 }
 

@@ -24,6 +24,10 @@ from curation.dedup.identifiers import distinction
         ("Support JDK 17 in the build", "[Umbrella] Support JDK 17 in the build", "different scope: tagged"),
         ("Remove Guava from hadoop-common", "Remove Guava", "only one names a module"),
         ("ABFS: retry on throttling", "ABFS: retry on throttling, follow-up", "different scope: follow-up"),
+        ("[De] mailnews_preferences.xhtml: Typos", "[De] mailnews_using_mail.xhtml: Typos", "different file"),
+        ("Intermittent tests/browser/browser_tours.js | timed out", "Intermittent tests/browser/browser_notification.js | timed out", "different file"),
+        ("Remove probes expiring in 80: BROWSER_ATTRIBUTION_ERRORS", "Remove probes expiring in 80: search_counts_total", "different code name"),
+        ('disallow "malayalam" unicode block from IDN domains', 'disallow "tibetan" unicode block from IDN domains', "one template, different target"),
     ],
 )
 def test_titles_of_the_same_kind_that_name_different_things_are_told_apart(a: str, b: str, kind: str) -> None:
@@ -46,6 +50,9 @@ def test_titles_of_the_same_kind_that_name_different_things_are_told_apart(a: st
         # around are not one template filled twice.
         ("Navy Jet Crashes Into Apartment Building", "US Navy Jet Crashes into Apartment Block"),
         ("Castro celebrates 86th birthday Monday", "Fidel Castro celebrates 86th birthday"),
+        # An apostrophe is no quotation mark; one file named in both titles.
+        ("Don't crash when the cache is empty", "Do not crash when the cache is empty"),
+        ("Typo in hdfs-default.xml", "Typos in hdfs-default.xml"),
     ],
 )
 def test_titles_of_one_task_are_not_told_apart(a: str, b: str) -> None:
