@@ -81,13 +81,10 @@ class DedupConfig:
     kinds reach 0.54; an edit of a few characters keeps 0.75 or more).
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
     searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
-    `confirm_threshold`, `ask_threshold`: the same-incident judge's P below which a paraphrase merge
-    of a fresh item, and at or above which a unique item's near pair, is asked of a curator instead
-    (`curation.dedup.questions`); chosen with bench/dedup_questions.py so that at most about 5% of
-    the Hadoop pool is asked (README "Three outcomes"); 0 and 1 switch either off. `ask_share`:
-    the most of a source's items that may hold an open question at once; past it nothing more is
-    asked of that source (the rules decide alone) until curators answer (a judge fitted elsewhere
-    found a quarter of a Firefox pool likely the same: the bound keeps the queue a queue).
+    `confirm_threshold`, `ask_threshold`: the judge's P below which a paraphrase merge, and from
+    which a unique item's near pair, is asked of a curator (`curation.dedup.questions`; README
+    "Three outcomes"; 0 and 1 switch either off). `ask_share`: the most of a source's items
+    with an open question; past it the rules decide alone.
     """
 
     minhash_threshold: float = 0.65
@@ -98,7 +95,7 @@ class DedupConfig:
     fresh_title_threshold: float = 0.70
     unreadable_share: float = 0.3
     unreadable_characters_threshold: float = 0.7
-    confirm_threshold: float = 0.6
+    confirm_threshold: float = 0.0
     ask_threshold: float = 0.25
     ask_share: float = 0.05
     neighbours: int = 10
@@ -288,8 +285,7 @@ def judge(
     # A body the model cannot read is near anything by its cosine: it links by its copies and sketches only.
     embedded = [] if "body" in own.beyond(config.unreadable_share) else [(n.item_id, n.body_cosine) for n in found_neighbours]
     links = near_links(item.id, set(exclude), found_exact, found_near, embedded, config.link_levels(kind))
-    # A readable text is told apart from an unreadable one by its cosines already (and their
-    # characters differ): only neighbours close enough to match need the other side's shares.
+    # Readable vs unreadable texts differ by cosine already: only close neighbours need the other side's shares.
     reads_all = not own.beyond(config.unreadable_share)
     looked_at = [n.item_id for n in neighbours if not reads_all or n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
     weighed_texts = {other_id: index.get(other_id) for other_id in [*near_enough, *looked_at]}
