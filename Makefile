@@ -10,6 +10,8 @@ TORCH_SPEC ?= torch==2.13.0
 # Every database test runs once per backend listed here.
 TEST_DATABASES ?= sqlite,postgresql
 TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
+# pytest-xdist worker processes for `make test` (every test has its own databases and folders).
+TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
 PORT ?= 8000
 SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
@@ -62,7 +64,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 test: setup browser lint typecheck
-	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
+	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -n $(TEST_WORKERS)
 
 unit: setup
 	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit
