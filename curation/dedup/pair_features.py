@@ -23,7 +23,7 @@ from curation.dedup.boilerplate import CommonLines
 from curation.dedup.embeddings import body_text, title_text
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, shingles
 from curation.dedup.identifiers import distinction, title_identifiers
-from curation.dedup.lexical import lexical_similarity
+from curation.dedup.lexical import pair_similarity
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import normalise_text
 
@@ -166,7 +166,7 @@ def feature_vector(features: Mapping[str, float]) -> list[float]:
 
 
 def _characters(a: str, b: str) -> float:
-    return float(lexical_similarity(a, [b])[0]) if a.strip() and b.strip() else 0.0
+    return pair_similarity(a, b) if a.strip() and b.strip() else 0.0
 
 
 def _title_differences(a: str, b: str) -> dict[str, float]:
