@@ -28,6 +28,7 @@ import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
 
 from scipy.cluster.hierarchy import DisjointSet
 from sqlalchemy import func, select
@@ -124,48 +125,72 @@ def _count(connection: Connection | Session) -> int:
     return int(connection.execute(select(func.count()).select_from(NearLink)).scalar_one())
 
 
-class GroupCache:
-    """The copy of one database's near groups, shared by the threads of a process."""
+class Stamped(Protocol):
+    """A copy's state: the row count of the table it was read from."""
+
+    @property
+    def count(self) -> int: ...
+
+
+StateT = TypeVar("StateT", bound=Stamped)
+
+
+class CountStampedCopy(Generic[StateT]):
+    """A per-process copy of a table that only grows, told apart by its row count: `current`
+    answers the state of `wanted` rows, catching up (`_read`, in one snapshot of a connection of
+    its own) when the copy holds another count. Shared by a process's threads."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._groups: Groups | None = None
-        self._pairs: set[int] = set()  # the links of `_groups` (item_id << 32 | other_id), read and grown under the lock
+        self._state: StateT | None = None
         self._too_large_at: int | None = None
         self._lock = threading.Lock()
         self.rebuilds = 0
         self.catch_ups = 0
 
-    @property
-    def groups(self) -> Groups | None:
-        return self._groups
-
-    def lookup(self, session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]] | None:
-        """The groups of `item_ids` as `session` sees them, or None when the copy cannot tell
-        (the caller then follows links)."""
-        count = _count(session)
-        groups = self._groups
-        if groups is None or groups.count != count:
-            groups = self._caught_up(count)
-            if groups is None or groups.count != count:
-                return None
-        return groups.lookup(item_ids)
-
-    def _caught_up(self, wanted: int) -> Groups | None:
+    def current(self, wanted: int) -> StateT | None:
+        """The copy's state of `wanted` rows, caught up when it holds another; None when the table
+        is too large to copy or the committed state still differs."""
+        state = self._state
+        if state is not None and state.count == wanted:
+            return state
         with self._lock:
-            groups = self._groups
-            if groups is not None and groups.count == wanted:
-                return groups
+            state = self._state
+            if state is not None and state.count == wanted:
+                return state
             if self._too_large_at is not None and wanted >= self._too_large_at:
                 return None
             with self._engine.connect() as connection:
                 if connection.dialect.name == "postgresql":
                     connection = connection.execution_options(isolation_level="REPEATABLE READ")
-                with connection.begin():  # one snapshot: the links read and their count agree
-                    fresh = self._read(connection, groups)
+                with connection.begin():  # one snapshot: the rows read and their count agree
+                    fresh = self._read(connection, state)
             if fresh is not None:
-                self._groups = fresh
-            return fresh
+                self._state = fresh
+            return fresh if fresh is not None and fresh.count == wanted else None
+
+    def _read(self, connection: Connection, state: StateT | None) -> StateT | None:
+        """The state committed now, from `state` when it can be caught up; None (and
+        `_too_large_at` set) when the table is too large to copy."""
+        raise NotImplementedError
+
+
+class GroupCache(CountStampedCopy[Groups]):
+    """The copy of one database's near groups, shared by the threads of a process."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._pairs: set[int] = set()  # the links of the state (item_id << 32 | other_id), read and grown under the lock
+
+    @property
+    def groups(self) -> Groups | None:
+        return self._state
+
+    def lookup(self, session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]] | None:
+        """The groups of `item_ids` as `session` sees them, or None when the copy cannot tell
+        (the caller then follows links)."""
+        groups = self.current(_count(session))
+        return None if groups is None else groups.lookup(item_ids)
 
     def _read(self, connection: Connection, groups: Groups | None) -> Groups | None:
         columns = (col(NearLink.item_id), col(NearLink.other_id), col(NearLink.recorded_at))
@@ -182,7 +207,7 @@ class GroupCache:
         count = _count(connection)
         if count > MAX_LINKS:
             self._too_large_at = count
-            self._groups, self._pairs = None, set()
+            self._state, self._pairs = None, set()
             logger.warning("near_link holds %d links, over the %d a group cache holds: near groups are followed link by link", count, MAX_LINKS)
             return None
         self.rebuilds += 1

@@ -36,7 +36,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
-from curation.releases.group_cache import engine_of, is_cacheable
+from curation.releases.group_cache import CountStampedCopy, engine_of, is_cacheable
 from schemas.evals import EvalItem
 from schemas.item import Item
 from schemas.source import Source
@@ -66,27 +66,19 @@ def _count(connection: Connection | Session) -> int:
     return int(connection.execute(select(func.count()).select_from(EvalItem)).scalar_one())
 
 
-class MembershipCache:
+class MembershipCache(CountStampedCopy[Memberships]):
     """The copy of one database's memberships and item sources, shared by a process's threads."""
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._memberships: Memberships | None = None
-        self._too_large_at: int | None = None
+        super().__init__(engine)
         self._sources: dict[int, int] = {}
-        self._lock = threading.Lock()
-        self.rebuilds = 0
-        self.catch_ups = 0
 
     def held(self, session: Session, item_ids: Collection[int]) -> dict[int, dict[int, str]] | None:
         """For each of `item_ids` some eval holds: eval id -> split, as `session` sees it; None when
         the copy cannot tell (the caller then reads the table)."""
-        count = _count(session)
-        memberships = self._memberships
-        if memberships is None or memberships.count != count:
-            memberships = self._caught_up(count)
-            if memberships is None or memberships.count != count:
-                return None
+        memberships = self.current(_count(session))
+        if memberships is None:
+            return None
         held = memberships.held
         return {item_id: held[item_id] for item_id in item_ids if item_id in held}
 
@@ -106,28 +98,12 @@ class MembershipCache:
         names: dict[int, str] = {source_id: name for source_id, name in session.execute(select(col(Source.id), col(Source.name)))}
         return {item_id: names[source_id] for item_id, source_id in source_of.items() if source_id in names}
 
-    def _caught_up(self, wanted: int) -> Memberships | None:
-        with self._lock:
-            memberships = self._memberships
-            if memberships is not None and memberships.count == wanted:
-                return memberships
-            if self._too_large_at is not None and wanted >= self._too_large_at:
-                return None
-            with self._engine.connect() as connection:
-                if connection.dialect.name == "postgresql":
-                    connection = connection.execution_options(isolation_level="REPEATABLE READ")
-                with connection.begin():  # one snapshot: the rows read and their count agree
-                    fresh = self._read(connection, memberships)
-            if fresh is not None:
-                self._memberships = fresh
-            return fresh
-
     def _read(self, connection: Connection, memberships: Memberships | None) -> Memberships | None:
         columns = (col(EvalItem.id), col(EvalItem.item_id), col(EvalItem.eval_id), col(EvalItem.split))
         count = _count(connection)
         if count > MAX_MEMBERSHIPS:
             self._too_large_at = count
-            self._memberships = None
+            self._state = None
             logger.warning("eval_item holds %d memberships, over the %d a membership cache holds: the sealed check reads the table", count, MAX_MEMBERSHIPS)
             return None
         if memberships is not None and count > memberships.count:
