@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from scipy.cluster.hierarchy import DisjointSet
 from sqlalchemy import func, select
@@ -216,10 +216,6 @@ class GroupCache(CountStampedCopy[Groups]):
         return _built(rows)
 
 
-_caches: dict[str, GroupCache] = {}
-_caches_lock = threading.Lock()
-
-
 def is_cacheable(engine: Engine) -> bool:
     """Whether a per-process copy of `engine`'s tables can be kept: not for a memory database."""
     if engine.dialect.name == "postgresql":
@@ -239,17 +235,42 @@ def engine_of(session: Session) -> Engine:
     return engine
 
 
+CopyT = TypeVar("CopyT", bound=CountStampedCopy[Any])
+
+
+class CopiesPerDatabase(Generic[CopyT]):
+    """One copy (`make(engine)`) per database a process reads, by engine URL; none for a memory
+    database (`is_cacheable`)."""
+
+    def __init__(self, make: Callable[[Engine], CopyT]) -> None:
+        self._make = make
+        self._copies: dict[str, CopyT] = {}
+        self._lock = threading.Lock()
+
+    def for_session(self, session: Session) -> CopyT | None:
+        """The copy for the database `session` reads, or None for one that is not copied."""
+        engine = engine_of(session)
+        if not is_cacheable(engine):
+            return None
+        key = engine.url.render_as_string(hide_password=True)
+        with self._lock:
+            copy = self._copies.get(key)
+            if copy is None:
+                copy = self._copies[key] = self._make(engine)
+            return copy
+
+    def clear(self) -> None:
+        """Drop every copy (tests, or after restoring a database under a running process)."""
+        with self._lock:
+            self._copies.clear()
+
+
+_copies = CopiesPerDatabase(GroupCache)
+
+
 def cache_for(session: Session) -> GroupCache | None:
     """The copy for the database `session` reads, or None for one that is not copied."""
-    engine = engine_of(session)
-    if not is_cacheable(engine):
-        return None
-    key = engine.url.render_as_string(hide_password=True)
-    with _caches_lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = GroupCache(engine)
-        return cache
+    return _copies.for_session(session)
 
 
 def cached_groups(session: Session, item_ids: Collection[int]) -> dict[int, frozenset[int]] | None:
@@ -260,5 +281,4 @@ def cached_groups(session: Session, item_ids: Collection[int]) -> dict[int, froz
 
 def clear() -> None:
     """Drop every copy (tests, or after restoring a database under a running process)."""
-    with _caches_lock:
-        _caches.clear()
+    _copies.clear()

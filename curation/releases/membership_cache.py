@@ -28,7 +28,6 @@ It lives per engine URL; `clear()` drops every copy.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
-from curation.releases.group_cache import CountStampedCopy, engine_of, is_cacheable
+from curation.releases.group_cache import CopiesPerDatabase, CountStampedCopy
 from schemas.evals import EvalItem
 from schemas.item import Item
 from schemas.source import Source
@@ -123,24 +122,14 @@ class MembershipCache(CountStampedCopy[Memberships]):
         return Memberships(count=count, largest_id=largest, held=held)
 
 
-_caches: dict[str, MembershipCache] = {}
-_caches_lock = threading.Lock()
+_copies = CopiesPerDatabase(MembershipCache)
 
 
 def cache_for(session: Session) -> MembershipCache | None:
     """The copy for the database `session` reads, or None for one that is not copied."""
-    engine = engine_of(session)
-    if not is_cacheable(engine):
-        return None
-    key = engine.url.render_as_string(hide_password=True)
-    with _caches_lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = MembershipCache(engine)
-        return cache
+    return _copies.for_session(session)
 
 
 def clear() -> None:
     """Drop every copy (tests, or after restoring a database under a running process)."""
-    with _caches_lock:
-        _caches.clear()
+    _copies.clear()
