@@ -295,8 +295,7 @@ class Deduplicator:
         self._fingerprint(session, candidate, writes)
         asked = None
         if self.questioner.asks:
-            kind = TextKind(verdict.details.get("text", TextKind.LONG.value)) if verdict.stage != DedupStage.OVERRIDE.value else TextKind.MACHINE
-            pair = Pair(item, candidate.body, candidate.title, candidate.unreadable, kind)
+            pair = Pair(item, candidate.body, candidate.title, candidate.unreadable, TextKind(verdict.details.get("text", TextKind.LONG.value)))
             asked = self.questioner.consider(pair, verdict, index=index, facts=facts, session=session)
         self.questioner.record(session, item.id, asked, questions)
         if asked is not None:
