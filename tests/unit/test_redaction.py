@@ -305,9 +305,10 @@ def test_idempotent_when_neighbours_are_glued(redactor: Redactor, text: str) -> 
     ],
 )
 def test_adversarial_input_stays_linear(redactor: Redactor, text: str) -> None:
-    started = time.perf_counter()
+    # CPU time of this process: what the input costs, not how busy other test workers keep the machine.
+    started = time.process_time()
     redactor.redact(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def test_four_part_versions_are_told_from_addresses(redactor: Redactor) -> None:
