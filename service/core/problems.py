@@ -50,7 +50,7 @@ class ProblemError(Exception):
 def refusal_problem(exc: Refused) -> ProblemError:
     """A decision curation refused (a review, a ruling on dedup), as the problem answering it: its
     status, its detail and its machine-readable `reason`."""
-    title = {404: "Not Found", 409: "Conflict"}.get(exc.status, "Invalid request")
+    title = {403: "Forbidden", 404: "Not Found", 409: "Conflict"}.get(exc.status, "Invalid request")
     return ProblemError(exc.status, title, exc.detail, reason=exc.reason)
 
 

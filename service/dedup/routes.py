@@ -28,12 +28,12 @@ from curation.dedup.answers import answer_question
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
-from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
+from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
 from curation.refusals import Refused
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
-from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
+from schemas.dedup_questions import DedupQuestion, DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
 from schemas.token import Scope
 from service.core.audit import audit_content_read
@@ -47,6 +47,7 @@ from service.dedup.reader import DedupReader
 from service.dedup.reads import low_margin_for_readers, stats_for_readers
 from service.evals.sealed_review import revealed_evals
 from service.items.reads import answer_after_write, shown_item, similar_reads
+from service.items.ruling_guard import guarded_ruling
 from service.items.shaping import ShownItem, withheld
 
 router = APIRouter(tags=["dedup"])
@@ -190,11 +191,14 @@ async def check(
     return result
 
 
-def _ruled(request: Request, principal: Principal, session: Session, secret_key: str, item_id: int, rule: Callable[[], Item]) -> ItemRead:
-    """Apply a ruling and answer the item as it is now (without its content when it is sealed)."""
+def _ruled(request: Request, principal: Principal, session: Session, secret_key: str, item_ids: tuple[int, ...], rule: Callable[[], Item]) -> ItemRead:
+    """Apply a ruling on `item_ids` (the first is the item answered) and answer that item as it is
+    now (without its content when it is sealed); a ruling blind on a sealed-bound item, or one that
+    would show the caller one, is refused (`service.items.ruling_guard`)."""
+    item_id = item_ids[0]
     try:
-        rule()
-    except OverrideRefused as exc:
+        guarded_ruling(session=session, item_ids=item_ids, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
+    except Refused as exc:
         session.rollback()
         raise refusal_problem(exc) from exc
     session.commit()
@@ -208,7 +212,7 @@ def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, pri
     pair again. Audited (`item.not_duplicate`). Refused: `note_required` (422, a blank note),
     `not_found` (404), `not_a_duplicate` (409)."""
     rule = partial(rule_not_duplicate, session=session, item_id=item_id, note=data.note, actor=principal.actor)
-    return _ruled(request, principal, session, secret_key, item_id, rule)
+    return _ruled(request, principal, session, secret_key, (item_id,), rule)
 
 
 @router.post("/v1/items/{item_id}/duplicate-of", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
@@ -220,7 +224,7 @@ def duplicate_of(item_id: IdPath, data: DuplicateOfBody, request: Request, princ
     `reference_item`, `other_not_curated` and `other_is_duplicate` (409; the last names the item
     to point at instead)."""
     rule = partial(rule_duplicate_of, session=session, item_id=item_id, other_id=data.item_id, note=data.note, actor=principal.actor)
-    return _ruled(request, principal, session, secret_key, item_id, rule)
+    return _ruled(request, principal, session, secret_key, (item_id, data.item_id), rule)
 
 
 @router.get("/v1/dedup/stats", response_model=DedupStats, responses=problem_doc(401, 403))
@@ -289,8 +293,11 @@ def answer(question_id: IdPath, data: QuestionAnswer, request: Request, principa
     earlier, `distinct` rules the pair apart (never matched again); either is a ruling (stage
     `override`, audited) that every later curation run keeps. Refused: `not_found` (404),
     `already_answered` and `withdrawn` (409), and a ruling's own refusals (409, e.g. `reviewed`)."""
+    asked = session.get(DedupQuestion, question_id)
+    pair = () if asked is None else (asked.item_id, asked.other_id)
+    rule = partial(answer_question, session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
     try:
-        answer_question(session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
+        guarded_ruling(session=session, item_ids=pair, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
     except Refused as exc:
         session.rollback()
         raise refusal_problem(exc) from exc

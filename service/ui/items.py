@@ -43,6 +43,7 @@ from service.core.problems import ProblemError
 from service.evals.definitions import seal_keys
 from service.evals.sealed_review import revealed_evals, sealed_view_covers
 from service.items.reads import explain_decision, named_items
+from service.items.ruling_guard import SealedRulingRefused, guarded_ruling
 from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys, shape_item, shape_items
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.worddiff import inline_diff
@@ -227,13 +228,21 @@ def item_page(request: Request, item_id: int) -> HTMLResponse:
     return _item_page(request, item_id)
 
 
-def _acted(request: Request, item_id: int, action: Callable[..., object], notice: str, typed: dict[str, str]) -> Response:
-    """Run `action(session=...)` in a write transaction; a refusal shows the item page with the error."""
+def _acted(
+    request: Request, item_id: int, action: Callable[..., object], notice: str, typed: dict[str, str], *, ruling_by: Principal | None = None, ruled: tuple[int, ...] = ()
+) -> Response:
+    """Run `action(session=...)` in a write transaction; a refusal shows the item page with the
+    error. A dedup ruling (`ruling_by` the curator, on the items `ruled`) is guarded by
+    `service.items.ruling_guard`: never blind on a sealed-bound item, never showing one."""
     with write_session(request.app.state.engine) as session:
         try:
-            action(session=session)
+            if ruling_by is None:
+                action(session=session)
+            else:
+                revealed = _revealed(session, ruling_by)
+                guarded_ruling(session=session, item_ids=ruled, secret_key=secret_key(request), revealed=revealed, rule=partial(action, session=session))
             session.commit()
-        except (ReviewRefused, OverrideRefused) as exc:
+        except (ReviewRefused, OverrideRefused, SealedRulingRefused) as exc:
             session.rollback()
             refusal = exc
         else:
@@ -255,7 +264,7 @@ def review(request: Request, item_id: int, decision: Short = "", reason: Short =
 def not_duplicate(request: Request, item_id: int, note: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Ruling on dedup")
     act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor)
-    return _acted(request, item_id, act, f"Item {item_id} ruled not a duplicate: it waits for review", {"not_duplicate_note": note})
+    return _acted(request, item_id, act, f"Item {item_id} ruled not a duplicate: it waits for review", {"not_duplicate_note": note}, ruling_by=who, ruled=(item_id,))
 
 
 @router.post("/ui/items/{item_id}/duplicate-of")
@@ -266,7 +275,7 @@ def duplicate_of(request: Request, item_id: int, other: Short = "", note: Short 
     if not 1 <= other_id <= MAX_ROW_ID:
         return _item_page(request, item_id, error="Give the id of the item this one duplicates (a number).", status=422, typed=typed)
     act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor)
-    return _acted(request, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed)
+    return _acted(request, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed, ruling_by=who, ruled=(item_id, other_id))
 
 
 def _editor(request: Request, item_id: int) -> tuple[Principal, ShownItem]:

@@ -14,6 +14,7 @@ redirect to the queue at the same place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -29,9 +30,11 @@ from schemas.item import Item
 from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
+from service.core.auth import Principal
 from service.core.db import write_session
 from service.dedup.questions import question_reads
 from service.evals.sealed_review import revealed_evals
+from service.items.ruling_guard import guarded_ruling
 from service.ui.pages import done, need, page, secret_key, ui_router
 from service.ui.worddiff import side_by_side
 
@@ -68,6 +71,11 @@ def _sources(session: Session) -> list[str]:
     return list(session.exec(query).all())
 
 
+def _revealed(session: Session, who: Principal) -> set[int]:
+    """The evals on which `who` holds an open sealed review window (none without the `sealed` scope)."""
+    return revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
+
+
 @router.get(PATH)
 def questions_page(
     request: Request,
@@ -80,7 +88,7 @@ def questions_page(
         ids = _open_ids(session, source or None)
         if ids and at > len(ids):
             return RedirectResponse(_url(source, len(ids)), status_code=303)  # type: ignore[return-value]
-        revealed = revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
+        revealed = _revealed(session, who)
         current: DedupQuestionRead | None = None
         shown_ids: list[int] = []
         if ids:
@@ -110,6 +118,7 @@ def questions_page(
         "previous": _url(source, at - 1) if at > 1 else None,
         "following": _url(source, at + 1) if at < len(ids) else None,
         "may_answer": Scope.CURATE.value in who.scopes,
+        "blind": current is not None and (current.item.sealed or current.other.sealed),
     }
     return page(request, "questions.html", context)
 
@@ -127,7 +136,10 @@ def answer(
     back = _url(source or None, at)
     try:
         with write_session(request.app.state.engine) as session:
-            answered = answer_question(session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
+            asked = session.get(DedupQuestion, question_id)
+            pair = () if asked is None else (asked.item_id, asked.other_id)
+            rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
+            answered = guarded_ruling(session=session, item_ids=pair, secret_key=secret_key(request), revealed=_revealed(session, who), rule=rule)
             pair = (answered.item_id, answered.other_id)
             session.commit()
     except Refused as exc:

@@ -1,6 +1,7 @@
 """The dedup questions page: a curator reaches it from the nav, walks the pairs with `j` and `k`,
 answers `s` (same) and `d` (distinct) from the keyboard and with the buttons; a pair holding a
-sealed-bound item shows none of its text; a reader sees the pairs but no answer buttons."""
+sealed-bound item shows none of its text and cannot be answered without reading it; a reader sees
+the pairs but no answer buttons."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ PAGE = "/ui/dedup/questions"
 
 def seed(engine: Engine) -> dict[str, str]:
     """Hadoop reports with one planted paraphrase asked about (the judge does not confirm it), an
-    eval sealing half of the source, and two more questions: one about a sealed-bound item and
-    one about two visible items."""
+    eval sealing half of the source, and three more questions: one about a sealed-bound item and
+    two about visible items."""
     ids = asked_world(engine, p=0.1)
     with write_session(engine) as session:
         data = EvalCreate(name="bugs", sources=["hadoop"], approval_policy="manual", max_age_days=None, sealed_fraction=0.5, target_size=500)
@@ -36,9 +37,9 @@ def seed(engine: Engine) -> dict[str, str]:
         hidden = withheld(session=session, item_ids=list(ids.values()), secret_key=TEST_SECRET_KEY)
     visible = sorted(item_id for external_id, item_id in ids.items() if item_id not in hidden and external_id not in (PLANT, ORIGINAL))
     sealed = sorted(item_id for external_id, item_id in ids.items() if item_id in hidden and external_id not in (PLANT, ORIGINAL))
-    assert len(visible) >= 2 and sealed
+    assert len(visible) >= 3 and sealed
     with write_transaction(engine) as session:
-        for item_id, other_id in ((sealed[-1], visible[0]), (visible[-1], visible[0])):
+        for item_id, other_id in ((sealed[-1], visible[0]), (visible[-1], visible[0]), (visible[-2], visible[0])):
             session.add(DedupQuestion(item_id=item_id, other_id=other_id, p_same=0.42, rules_outcome="unique", evidence={"stage": "embedding", "features": {"body_cosine": 0.8}}))
     return make_tokens(engine)
 
@@ -104,14 +105,23 @@ def test_a_curator_walks_and_answers_the_questions_with_the_keyboard(page: Page,
     remaining = _open(engine)
     assert first.id not in [question.id for question in remaining] and len(remaining) == total - 1
     expect(page.get_by_text(re.compile(rf"Question \d of {total - 1}"))).to_be_visible()
-    _press(page, "d")
-    expect(page.get_by_role("status").first).to_contain_text("distinct incidents")
-    assert len(_open(engine)) == total - 2
+    for question, answer in zip(answerable[1:], ("d", "click"), strict=True):
+        page.goto(f"{PAGE}?at={[open_.id for open_ in _open(engine)].index(question.id) + 1}")
+        if answer == "click":  # the mouse answers too
+            page.get_by_role("button", name="Distinct").click()
+        else:
+            _press(page, answer)
+        expect(page.get_by_role("status").first).to_contain_text(f"Question {question.id} answered")
+        expect(page.get_by_role("status").first).to_contain_text("distinct incidents")
     shots(page, "after answers")
-    # The mouse answers too.
-    page.get_by_role("button", name="Distinct").click()
-    expect(page.get_by_role("status").first).to_contain_text("distinct incidents")
-    expect(page.get_by_text(re.compile("No open questions"))).to_be_visible()
+    # A pair holding a withheld item cannot be ruled on blind: no buttons, and the keys do nothing.
+    left = _open(engine)
+    assert left and all(question.item_id in hidden or question.other_id in hidden for question in left)
+    page.goto(f"{PAGE}?at=1")
+    expect(page.get_by_text("A withheld item cannot be ruled on")).to_be_visible()
+    expect(page.get_by_role("button", name="Same incident")).to_have_count(0)
+    _press(page, "s")
+    assert [question.id for question in _open(engine)] == [question.id for question in left]
 
 
 def test_a_reader_sees_the_questions_but_cannot_answer(page: Page, ui_server: UiServer) -> None:

@@ -297,9 +297,11 @@ def test_stats_and_low_margin_duplicates_show_what_dedup_decided(live_server: Li
         assert created.status_code == 201, created.text
         sealed = admin.get("/v1/dedup/stats").json()
         assert admin.get("/v1/dedup/low-margin", params={"margin": 1}).json() == []
-        ruled = admin.post(f"/v1/items/{ids['PLANT-PARAPHRASE']}/not-duplicate", json={"note": "apart"}).json()
+        # A ruling on an item nobody here can read is refused (it could move the item to the dev side).
+        refused = admin.post(f"/v1/items/{ids['PLANT-PARAPHRASE']}/not-duplicate", json={"note": "apart"})
         detail = admin.get(f"/v1/items/{ids['PLANT-NEAR']}").json()
-    assert (ruled["status"], ruled["sealed"], ruled["title"], ruled["input"]) == ("unique", True, "", "")
+    assert refused.status_code == 403 and refused.json()["reason"] == "sealed_item"
+    assert str(ids["PLANT-PARAPHRASE"]) in refused.json()["detail"] and "sealed-review" in refused.json()["detail"]
     assert (detail["sealed"], detail["overrides"], detail["dedup"]["stage"]) == (True, [], None)
     assert sealed["largest_clusters"] and all(row["title"] == "" and row["sealed"] for row in sealed["largest_clusters"])
     assert [row["representative"] for row in sealed["largest_clusters"]] == [row["representative"] for row in stats["largest_clusters"]]

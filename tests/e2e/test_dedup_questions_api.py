@@ -1,6 +1,7 @@
 """Dedup questions over a real HTTP server and from the command line, on every backend: the list
 (both items side by side, P, the rules' outcome, the features and evidence; filters and cursor),
-answers (scopes, refusals as problems), and a sealed pair shown without any of its text."""
+answers (scopes, refusals as problems), and a sealed pair shown without any of its text and
+answered only by a sealed reviewer who opened the eval's sealed view."""
 
 from __future__ import annotations
 
@@ -110,10 +111,15 @@ def test_a_sealed_pair_is_listed_and_answered_without_its_text(live_server: Live
         assert question["item"]["sealed"] and question["other"]["sealed"] and question["item"]["title"] == ""
         assert (question["features"], question["evidence"]) == ({}, None) and question["p_same"] == 0.1
         assert not [text for text in texts if text and text in listed.text]
+    # Answered blind, a ruling could move a sealed item to the dev side: refused, without its text.
     with live_server.client("curate") as curator:
-        answered = curator.post(f"/v1/dedup/questions/{question['id']}/answer", json={"ruling": "distinct"})
-    assert answered.status_code == 200 and answered.json()["item"]["sealed"]
-    assert not [text for text in texts if text and text in answered.text]
+        refused = curator.post(f"/v1/dedup/questions/{question['id']}/answer", json={"ruling": "distinct"})
+    assert refused.status_code == 403 and refused.json()["reason"] == "sealed_item"
+    assert not [text for text in texts if text and text in refused.text]
+    with live_server.client("read", "curate", "sealed") as reviewer:
+        assert reviewer.post("/v1/evals/all-sealed/sealed-review", json={}).status_code == 201
+        answered = reviewer.post(f"/v1/dedup/questions/{question['id']}/answer", json={"ruling": "distinct"})
+    assert answered.status_code == 200 and answered.json()["state"] == "answered" and not answered.json()["item"]["sealed"]
 
 
 def test_questions_and_answers_from_the_command_line(cli: CliRunner, engine: Engine, live_server: LiveServer) -> None:
