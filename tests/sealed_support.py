@@ -85,14 +85,14 @@ def sealed_world(engine: Engine, url: str) -> SealedWorld:
         candidates = {text for item in items if item.id in secret_ids for text in (item.external_id, item.input, item.title) if len(text) > 8}
         secrets = {text for text in candidates if text not in visible and json.dumps(text)[1:-1] not in visible}
         assert len(secrets) >= 2 * len(secret_ids)
-    _ask_about(engine, [*released.sealed[:2], *sorted(bound)[:2]], released.dev[0])
+    ask_about(engine, [*released.sealed[:2], *sorted(bound)[:2]], released.dev[0])
     world = SealedWorld(released=released, bound=bound, secrets=secrets)
     # The check can see a leak: the sealed scope's budgeted read shows the released sealed items' text.
     assert len(world.leaks(sealed_read.text)) >= len(released.sealed)
     return world
 
 
-def _ask_about(engine: Engine, sealed_ids: list[int], dev_id: int) -> None:
+def ask_about(engine: Engine, sealed_ids: list[int], dev_id: int) -> None:
     """Open dedup questions pairing sealed and bound-for-sealed items with a dev item, their
     evidence quoting the sealed item's title (as a title difference would)."""
     with write_transaction(engine) as session:

@@ -2,7 +2,9 @@
 curator, a reader and an admin can reach by following links (and the pages of every item, eval
 and release), fetched with their signed-in browser session, is scanned for the text of each item
 in (or bound for) a sealed slice; and so is the answer to every form those pages offer (approve,
-reject, rulings, undo, edits, settings), submitted as the browser would, with the page it leads to."""
+reject, rulings, undo, edits, settings, answers to dedup questions), submitted as the browser
+would, with the page it leads to; and then every page again, since a write may have moved a sealed
+item where it can be read (a ruling joining it with a dev item would)."""
 
 from __future__ import annotations
 
@@ -13,18 +15,34 @@ from html import unescape
 from html.parser import HTMLParser
 
 from playwright.sync_api import BrowserContext, Page
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from schemas.evals import EvalItem, Split
 from schemas.item import Item
 from service.items.shaping import withheld
-from tests.browser.conftest import EVAL, UiServer, sign_in
+from tests.browser.conftest import EVAL, UiServer, seed_pool, sign_in
 from tests.conftest import TEST_SECRET_KEY
+from tests.sealed_support import ask_about
 
 MAX_PAGES = 400
 MAX_FORMS = 250
 SKIPPED = ("/ui/logout", "/ui/static/")
 FORM_SKIPPED = ("/ui/logout", "/ui/login")
 _LINK = re.compile(r"""href="(/ui[^"#]*)\"""")
+
+
+def seed(engine: Engine) -> dict[str, str]:
+    """The default pool, and dedup questions pairing sealed-bound items with a released dev item:
+    answered `same` by someone who cannot read them, they would follow it to the dev side."""
+    tokens = seed_pool(engine)
+    with Session(engine) as session:
+        items = [item_id for item_id in session.exec(select(Item.id)).all() if item_id is not None]
+        hidden = sorted(withheld(session=session, item_ids=items, secret_key=TEST_SECRET_KEY))
+        dev = session.exec(select(EvalItem.item_id).where(EvalItem.split == Split.DEV.value).order_by(col(EvalItem.item_id))).first()
+    assert hidden and dev is not None
+    ask_about(engine, hidden[:3], dev)
+    return tokens
 
 
 def _secrets(server: UiServer) -> dict[int, list[str]]:
@@ -133,7 +151,8 @@ def test_no_page_shows_sealed_content_to_a_person_without_the_sealed_scope(page:
     secrets = _secrets(ui_server)
     with Session(ui_server.engine) as session:
         every_item = [f"/ui/items/{item_id}" for item_id in session.exec(select(Item.id)).all()]
-    start = ["/ui", "/ui/evals", f"/ui/evals/{EVAL}/review", f"/ui/evals/{EVAL}/releases", "/ui/items", "/ui/registry", "/ui/evidence", "/ui/audit", *every_item]
+    start = ["/ui", "/ui/evals", f"/ui/evals/{EVAL}/review", f"/ui/evals/{EVAL}/releases", "/ui/items", "/ui/registry", "/ui/evidence", "/ui/audit", "/ui/dedup/questions"]
+    start += [*(f"/ui/dedup/questions?at={at}" for at in range(1, 4)), *every_item]
     for role in ("curator", "reader", "admin"):
         context.clear_cookies()
         sign_in(page, ui_server, role)
@@ -141,8 +160,9 @@ def test_no_page_shows_sealed_content_to_a_person_without_the_sealed_scope(page:
         assert len(pages) > len(every_item), f"{role} reached only {len(pages)} pages"
         assert any("/diff/" in url for url in pages), "the crawl reached a release diff"
         answers = _submit_forms(context, pages)
+        again = _crawl(context, start)
         if role == "curator":
             assert any("/review" in label for label in answers) and any("/edit" in label for label in answers), f"{role} submitted {len(answers)} forms"
-        seen = pages | answers
+        seen = pages | answers | {f"{url} (after the forms)": html for url, html in again.items()}
         leaks = [(url, item_id, piece[:40]) for url, html in seen.items() for item_id, pieces in secrets.items() for piece in pieces if piece in unescape(html)]
         assert not leaks, f"{role} saw sealed content: {leaks[:5]}"
