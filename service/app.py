@@ -87,7 +87,7 @@ def create_app(
     an `api` replica never loads the model nor curates unless `settings.api_curates`; it reads the
     dedup index from stored vectors and answers `/v1/dedup/check` with 503."""
     settings = settings or get_settings()
-    engine = engine or make_engine(settings.database_url)
+    engine = engine or make_engine(settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow, pool_timeout=settings.db_pool_timeout)
     resolved = settings
 
     loads_model = settings.loads_model(role)

@@ -147,9 +147,21 @@ def _expanded(session: Session, events: Sequence[AuditEvent]) -> dict[int, dict[
 
 def audit_content_read(request: Request, principal: Principal, item_ids: Sequence[int], action: str = "item.read") -> None:
     """Audit a response that served the content of `item_ids` (none: nothing to audit), naming the
-    endpoint by method and path."""
+    endpoint by method and path (`audit_request_read`)."""
     endpoint = f"{request.method} {request.url.path}"
-    record_read(request.app.state.engine, actor=principal.actor, action=action, endpoint=endpoint, object_type="item", object_id=None, item_ids=item_ids)
+    audit_request_read(request, ContentRead(principal.actor, action, endpoint, "item", None, list(item_ids)))
+
+
+def audit_request_read(request: Request, read: ContentRead) -> None:
+    """Audit `read`, served by this request. In a request holding a session (`service.core.deps`)
+    the event is committed after the session's connection is returned to the pool and before the
+    answer is sent (a failed audit fails the request), so the request never holds two
+    connections; otherwise at once."""
+    pending: list[ContentRead] | None = getattr(request.state, "pending_reads", None)
+    if pending is not None:
+        pending.append(read)
+    else:
+        record_reads(request.app.state.engine, [read])
 
 
 def list_events(

@@ -45,8 +45,13 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 10, pool_timeout: float = 30.0) -> Engine:
     """An engine for `url`. For a file-backed SQLite URL the parent folder is created.
+
+    PostgreSQL connections are pooled: `pool_size` kept open, up to `max_overflow` more when busy,
+    and a checkout that finds none free within `pool_timeout` seconds raises
+    `sqlalchemy.exc.TimeoutError` (the service answers it 503 with Retry-After). SQLite's are
+    pooled the same way.
 
     The engine never renders bound parameters into its exceptions or logs: they hold item titles,
     inputs and references, and an error's traceback goes to the logs."""
@@ -56,10 +61,11 @@ def make_engine(url: str) -> Engine:
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, hide_parameters=True, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        pooling: dict[str, Any] = {} if database in ("", ":memory:") else {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": pool_timeout}
+        engine = create_engine(url, hide_parameters=True, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **pooling)
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    return create_engine(url, hide_parameters=True, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
 
 
 def writer_engine(engine: Engine) -> Engine:

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
 from schemas.common import MAX_ROW_ID
+from service.core.audit import record_reads
 from service.core.db import write_session
 from service.core.disconnects import connection_lost
 from service.core.metrics import Metrics
@@ -22,20 +23,40 @@ logger = logging.getLogger("goldenset.database")
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    session = Session(request.app.state.engine, expire_on_commit=False)
-    try:
-        yield session
-    finally:
-        _close(session)
+    """The request's session for reads: one connection at most, returned to the pool as soon as
+    the route function returns (before the answer is sent), with the transaction rolled back.
+    Content reads the route audits are written after that (`service.core.audit.audit_content_read`),
+    so no request holds two pooled connections."""
+    yield from _unit_of_work(request, Session(request.app.state.engine, expire_on_commit=False), commit=False)
 
 
 def get_write_session(request: Request) -> Iterator[Session]:
-    """A session for requests that read and then write (SQLite: BEGIN IMMEDIATE)."""
-    session = write_session(request.app.state.engine)
+    """The request's session for reads and writes (SQLite: BEGIN IMMEDIATE): one unit of work,
+    committed when the route function returns and rolled back when it raises; its connection is
+    returned to the pool before the answer is sent, and audited reads are written after that."""
+    yield from _unit_of_work(request, write_session(request.app.state.engine), commit=True)
+
+
+def _unit_of_work(request: Request, session: Session, *, commit: bool) -> Iterator[Session]:
+    pending = request.state.pending_reads = []
     try:
         yield session
-    finally:
+        if commit:
+            session.commit()
+    except BaseException:
         _close(session)
+        request.state.pending_reads = None
+        raise
+    _close(session)
+    request.state.pending_reads = None
+    record_reads(request.app.state.engine, pending)
+
+
+def hand_back_connection(session: Session) -> None:
+    """End the request session's transaction (without expiring what it loaded) so that its
+    connection returns to the pool, before work that opens a connection of its own: a request never
+    holds two. The session begins a new transaction, on a connection from the pool, if used again."""
+    session.commit()
 
 
 def _close(session: Session) -> None:
@@ -67,8 +88,8 @@ def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
-WriteSessionDep = Annotated[Session, Depends(get_write_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 SecretKeyDep = Annotated[str, Depends(get_secret_key)]

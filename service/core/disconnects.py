@@ -14,6 +14,10 @@ can act on instead of a 500:
   committed); sending the request again is how a client finds out. Pushes of records
   (`POST /v1/sources/{name}/items`) are idempotent, so a batch sent twice stores nothing twice.
 
+A request that finds no free pooled connection within GOLDENSET_DB_POOL_TIMEOUT (the process's
+connections all in use) is answered 503 with `Retry-After` too, wherever it waited: in its route
+(`service.core.problems`) or before, while its token was looked up.
+
 A failure after the answer started (a streamed body) cannot be changed and ends the response."""
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import logging
 
 import psycopg
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.core.problems import problem_response
+from service.core.problems import POOL_RETRY_AFTER_SECONDS, problem_response
 
 logger = logging.getLogger("goldenset.database")
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
@@ -64,8 +69,8 @@ def _lost(error: BaseException | None) -> bool:
 
 class DisconnectRecovery:
     """ASGI middleware: a GET or HEAD that failed because its database connection was lost runs
-    once more; any other request that failed so is answered 503 with `Retry-After` (see the module
-    docstring). Every other error passes through unchanged."""
+    once more; any other request that failed so, or found no free connection, is answered 503 with
+    `Retry-After` (see the module docstring). Every other error passes through unchanged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -92,6 +97,14 @@ class DisconnectRecovery:
         for attempt in range(1, attempts + 1):
             try:
                 await self.app(scope, remembering if attempt == 1 else _replay(received, receive), recording)
+                return
+            except PoolTimeout:
+                if started:
+                    raise
+                logger.warning("%s %s found no free database connection in time: answering 503", scope["method"], scope["path"])
+                detail = f"every database connection of this process is in use; nothing was done: send the request again after {POOL_RETRY_AFTER_SECONDS} s"
+                headers = {"Retry-After": str(POOL_RETRY_AFTER_SECONDS)}
+                await problem_response(503, "Service Unavailable", detail, instance=scope["path"], headers=headers)(scope, receive, send)
                 return
             except Exception as exc:
                 if started or not connection_lost(exc):

@@ -6,7 +6,9 @@ Races are answered here, once for every route: a write that lost a race on a uni
 creations of one source, eval, model, endpoint at once) is 409 naming what conflicted, and a
 write that could not get the database's lock in time (SQLite's "database is locked", a
 PostgreSQL deadlock or serialization failure) is 503 with `Retry-After`: nothing was written, and
-sending it again is safe. Neither is a 500."""
+sending it again is safe. Neither is a 500. A request that found no free pooled connection within
+GOLDENSET_DB_POOL_TIMEOUT is 503 with `Retry-After` as well. A decision the domain refused
+(`curation.refusals.Refused`) is answered by one handler, with its status, detail and `reason`."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curation.refusals import Refused
@@ -25,6 +28,7 @@ from service.core.admission import api_routes
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 BUSY_RETRY_AFTER_SECONDS = 1
+POOL_RETRY_AFTER_SECONDS = 1
 # SQLSTATEs of a PostgreSQL write that lost a race: unique and foreign-key violations (a conflict),
 # serialization failures, deadlocks and lock timeouts (busy: try again).
 _CONFLICT_STATES = ("23505", "23503")
@@ -165,6 +169,17 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(IntegrityError, _database)
     app.add_exception_handler(OperationalError, _database)
+
+    @app.exception_handler(PoolTimeout)
+    async def _saturated(request: Request, exc: PoolTimeout) -> JSONResponse:
+        logger.warning("%s %s found no free database connection in time", request.method, request.url.path)
+        detail = f"every database connection of this process is in use; nothing was done: send the request again after {POOL_RETRY_AFTER_SECONDS} s"
+        return problem_response(503, "Service Unavailable", detail, instance=request.url.path, headers={"Retry-After": str(POOL_RETRY_AFTER_SECONDS)})
+
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused) -> JSONResponse:
+        problem = refusal_problem(exc)
+        return problem_response(problem.status, problem.title, problem.detail, instance=request.url.path, headers=problem.headers, **problem.extra)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

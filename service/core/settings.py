@@ -111,6 +111,11 @@ class Settings(BaseSettings):
         default=50_000, ge=1, description="A dedup pool of at least this many embedded items is searched through an approximate (HNSW) index; a smaller one exactly."
     )
     ann_folder: str = Field(default="./var/ann", description="Folder of the approximate index's files (one per database, model and vector kind), memory-mapped by every process.")
+    db_pool_size: int = Field(default=10, ge=1, le=1000, description="PostgreSQL: connections each process keeps open (a request holds at most one, while its route runs).")
+    db_max_overflow: int = Field(default=10, ge=0, le=1000, description="PostgreSQL: connections a process may open beyond `db_pool_size` when busy.")
+    db_pool_timeout: float = Field(
+        default=1.0, gt=0, le=60, description="Seconds a request waits for a free database connection before it is answered 503 with Retry-After (the pool is saturated)."
+    )
     release_cache_mb: int = Field(
         default=64, ge=0, le=16384, description="Memory per API process for finished dev release answers (item lists and exports), which never change; 0: none."
     )

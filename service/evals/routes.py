@@ -31,7 +31,7 @@ from schemas.review import ReviewQueuePage, SealedReviewWindow
 from schemas.token import Scope
 from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split, require_any
 from service.core.db import write_session
-from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
+from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep, hand_back_connection
 from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError, problem_doc
 from service.evals.content_cache import CachedContent, ReleaseContentCache, release_generation
@@ -100,6 +100,7 @@ def refresh(
     already has (200): one release per period, however often this is called. A period after the
     current one needs `allow_future=true` (422 otherwise)."""
     evaluation = require_eval(session=session, name=name)
+    hand_back_connection(session)  # the refresh writes on connections of its own
     try:
         outcome = refresh_eval(
             request.app.state.engine, name=name, at=at, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor, wait_seconds=60, allow_future=allow_future
@@ -144,6 +145,7 @@ def review_queue(
     viewer = Viewer(actor=principal.actor, token_id=principal.token_id, may_see_sealed=Scope.SEALED.value in principal.scopes, endpoint=f"{request.method} {request.url.path}")
     filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
     sources = evaluation.sources if source is None else [source]
+    hand_back_connection(session)  # the queue reads and audits on connections of its own
     page = serve_queue(request.app.state.engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, evaluation=evaluation)
     response.headers["Cache-Control"] = NO_STORE
     return page
@@ -192,7 +194,10 @@ def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
     return None
 
 
-def _consume(engine: Engine, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
+def _consume(engine: Engine, request_session: Session, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
+    """Take `count` sealed items from the release's budget in a transaction of its own, once the
+    request's session has handed its connection back (no request holds two)."""
+    hand_back_connection(request_session)
     with write_session(engine) as session:
         try:
             consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=principal.actor, token_id=principal.token_id, item_count=count)
@@ -228,7 +233,7 @@ def release_items(name: str, ref: str, request: Request, session: SessionDep, sp
         evaluation = require_eval(session=session, name=name)
         release = resolve_release(session=session, evaluation=evaluation, ref=ref)
         content = _release_items_answer(session, evaluation, release, split, occurred_after, {"Cache-Control": NO_STORE})
-        _consume(request.app.state.engine, evaluation, release, principal, len(content.item_ids))
+        _consume(request.app.state.engine, session, evaluation, release, principal, len(content.item_ids))
     else:
         # A dev answer is the same for every reader while no release is written or withdrawn.
         cache: ReleaseContentCache = request.app.state.release_content_cache
@@ -282,7 +287,7 @@ def export(name: str, ref: str, request: Request, session: SessionDep, split: Sp
     filename = f"{evaluation.name}-{release.number}-{split.value}.jsonl"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
     if split is Split.SEALED:
-        _consume(request.app.state.engine, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=occurred_after))
+        _consume(request.app.state.engine, session, evaluation, release, principal, split_count(session=session, release=release, split=split, occurred_after=occurred_after))
         headers["Cache-Control"] = NO_STORE
         sealed_lines = export_stream(request.app.state.engine, eval_name=evaluation.name, release_id=release.id, split=split, occurred_after=occurred_after)
         return StreamingResponse(sealed_lines, media_type=JSONL, headers=headers)

@@ -19,7 +19,7 @@ from schemas.model_registry import EndpointCreate, EndpointRead, EndpointUpdate,
 from schemas.release import Release
 from schemas.runs import EvalExposure, ItemExposures, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItemPage, RunRead, RunStarted, RunSummary
 from schemas.token import Scope
-from service.core.audit import record_read
+from service.core.audit import ContentRead, audit_request_read
 from service.core.auth import AdminPrincipal, Principal, ReadPrincipal, authenticate, authorize_split, require_any
 from service.core.cursors import decode_id_cursor, encode_cursor
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep
@@ -143,15 +143,8 @@ def items(
     after_id = decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key) if cursor else None
     page, last = run_items(session=session, run=run, after_id=after_id, limit=limit)
     sealed = run.split == Split.SEALED.value
-    record_read(
-        request.app.state.engine,
-        actor=principal.actor,
-        action="run.sealed_items_read" if sealed else "run.items_read",
-        endpoint=f"GET {request.url.path}",
-        object_type="run",
-        object_id=str(run_id),
-        item_ids=[item.item_id for item in page],
-    )
+    action = "run.sealed_items_read" if sealed else "run.items_read"
+    audit_request_read(request, ContentRead(principal.actor, action, f"GET {request.url.path}", "run", str(run_id), [item.item_id for item in page]))
     next_cursor = encode_cursor(CURSOR_KIND, last, secret_key=secret_key) if last is not None else None
     return RunItemPage(run_id=run_id, canary=_canary(session, run), items=page, next_cursor=next_cursor)
 

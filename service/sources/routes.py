@@ -26,7 +26,7 @@ from schemas.source import Source, SourceCreate, SourceCreated, SourceRead, Sour
 from service.core.admission import before_body, public
 from service.core.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
 from service.core.db import write_session
-from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep, WriteSessionDep
+from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep, WriteSessionDep, hand_back_connection
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError, problem_doc, problem_response
 from service.core.settings import Settings
@@ -156,6 +156,7 @@ def pull(name: str, request: Request, principal: IngestPrincipal, session: Sessi
     source = require_source(session=session, name=name)
     if source.kind in PLAIN_KINDS:
         raise ProblemError(409, "Conflict", f"source {name!r} is a {source.kind} source; only connector sources are pulled")
+    hand_back_connection(session)  # the pull reads and writes on connections of its own
     if wait:
         try:
             summary = _pull_now(request, name, principal.actor)
@@ -306,6 +307,7 @@ async def webhook(name: str, request: Request, signature: SignatureDep, body: Bo
     timestamp and body) is refused with 409 while its signature is fresh."""
     source, timestamp = await run_in_threadpool(_authenticate, session, name, body, signature, settings)
     assert source.id is not None
+    await run_in_threadpool(hand_back_connection, session)  # the delivery is claimed and stored on connections of its own
     engine: Engine = request.app.state.engine
     digest = delivery_digest(body, timestamp)
     if not await run_in_threadpool(_claim, engine, source.id, digest, timestamp, settings.webhook_tolerance_seconds):
