@@ -105,7 +105,10 @@ def _serve(url: str, port: int) -> subprocess.Popen[bytes]:
         "GOLDENSET_LOG_LEVEL": "WARNING",
     }
     command = [str(Path(sys.executable).parent / "goldenset"), "serve", "--no-scheduler", "--host", "127.0.0.1", "--port", str(port)]
-    return subprocess.Popen(command, env=environment, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603 (our own entry point)
+    log = ROOT / "var" / "bench-load" / f"replica-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as output:  # each replica's warnings and errors, kept for reading after a run
+        return subprocess.Popen(command, env=environment, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)  # noqa: S603 (our own entry point)
 
 
 def _wait(base: str, deadline: float) -> None:
@@ -140,6 +143,7 @@ async def _client(bases: list[str], token: str, stop: float, seed: int, mix: dic
                         timings[kind].append(elapsed)
                     else:
                         errors[kind] += 1
+                        errors[f"{kind}:{status}"] += 1
                     continue
                 if kind == "item_page":
                     answer = await client.get(f"{base}/v1/items", params={"limit": 50})
@@ -147,12 +151,14 @@ async def _client(bases: list[str], token: str, stop: float, seed: int, mix: dic
                     answer = await client.get(f"{base}/v1/evals/{EVAL}/releases/latest/export.jsonl")
                 else:
                     answer = await client.post(f"{base}/v1/sources/{SOURCE}/items", json=_push(seed, turn))
-            except (httpx.HTTPError, OSError, ValueError, asyncio.IncompleteReadError):
+            except (httpx.HTTPError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
                 errors[kind] += 1
+                errors[f"{kind}:{type(exc).__name__}"] += 1
                 continue
             elapsed = (time.perf_counter() - started) * 1000
             if answer.status_code >= 400:
                 errors[kind] += 1
+                errors[f"{kind}:{answer.status_code}"] += 1
             else:
                 timings[kind].append(elapsed)
 
@@ -169,13 +175,26 @@ class _Reader:
         self.stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def get(self, path: str) -> int:
-        """GET `path`, read the whole answer and return its status (the connection is reopened after an error)."""
+        """GET `path`, read the whole answer and return its status (the connection is reopened after
+        an error). A kept-alive connection the replica closed while it sat idle (uvicorn closes one
+        after 5 s) is reopened and the GET sent again, as any HTTP client does."""
+        reused = self.stream is not None
+        try:
+            return await self._get(path)
+        except ConnectionResetError:
+            if not reused:
+                raise
+            return await self._get(path)
+
+    async def _get(self, path: str) -> int:
         if self.stream is None:
             self.stream = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
         reader, writer = self.stream
         try:
             writer.write(f"GET {path} HTTP/1.1\r\n{self.head}".encode())
             status_line = await reader.readline()
+            if not status_line:
+                raise ConnectionResetError("the replica closed the connection without an answer")
             length = 0
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.partition(b":")
