@@ -18,7 +18,7 @@ SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
 SAMPLE_MAPPING := examples/mappings/cisa_kev.yaml
 SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
-.PHONY: setup browser run test lint typecheck unit clean
+.PHONY: setup browser run test test-fast lint typecheck unit clean
 
 setup: $(VENV)/.installed
 
@@ -65,6 +65,11 @@ typecheck: setup
 
 test: setup browser lint typecheck
 	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -n $(TEST_WORKERS)
+
+# The fast tier, for the edit-test loop: unit and integration tests on SQLite (no server process,
+# browser or PostgreSQL). `make test` remains the whole suite.
+test-fast: setup lint
+	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/integration
 
 unit: setup
 	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit

@@ -25,12 +25,11 @@ from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.item import EDITED_FIELDS, MAX_NOTE, FieldChange, Item, ItemRevision, ItemRevisions, ItemStatus, RevisionKind, RevisionRead, item_snapshot
+from schemas.lifecycle import MOVES, ItemAction, move
 
 TEXT_FIELDS = ("title", "input", "reference")
 # Statuses a change of the text sends back to dedup: the edited text is decided, then reviewed, again.
-REDECIDED_ON_EDIT = frozenset(
-    {ItemStatus.UNIQUE.value, ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value, ItemStatus.APPROVED.value, ItemStatus.REJECTED.value}
-)
+REDECIDED_ON_EDIT = frozenset(status.value for status in MOVES[ItemAction.EDIT].sources)
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
@@ -116,12 +115,15 @@ def edit_item(
     item.curated_revision = item.revision
     item.source_changed_at = None
     item.updated_at = now
-    status_before = item.status
+    details = {"fields": changed, "note": note, "revision": item.revision}
     if any(name in TEXT_FIELDS for name in changed) and item.status in REDECIDED_ON_EDIT:
-        item.status = ItemStatus.CANDIDATE.value
+        event = move(item, ItemAction.EDIT, ItemStatus.CANDIDATE, actor=actor, details=details, at=now)
+    else:  # a tags-only edit, or an item not yet decided: its status stays
+        unchanged = {"status_before": item.status, "status": item.status}
+        event = AuditEvent(actor=actor, action=ItemAction.EDIT.value, object_type="item", object_id=str(item.id), details={**details, **unchanged})
+    event.at = now
     session.add(item)
-    details = {"fields": changed, "note": note, "revision": item.revision, "status_before": status_before, "status": item.status}
-    session.add(AuditEvent(actor=actor, action="item.edit", object_type="item", object_id=str(item.id), details=details, at=now))
+    session.add(event)
     return item
 
 

@@ -15,15 +15,15 @@ from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from schemas.audit import AuditEvent
-from schemas.common import utcnow
 from schemas.evals import EvalItem
 from schemas.item import Item, ItemStatus
+from schemas.lifecycle import MOVES, ItemAction, move
 from schemas.problem import RecordError
 from schemas.release import Release
 from schemas.review import Decision, ReviewDecision, ReviewOutcome, ReviewUndone
 
-UNDONE = "item.review_undone"
-_ACTIONS = {"item.approve": Decision.APPROVE, "item.reject": Decision.REJECT}
+UNDONE = ItemAction.REVIEW_UNDONE.value
+_ACTIONS = {ItemAction.APPROVE.value: Decision.APPROVE, ItemAction.REJECT.value: Decision.REJECT}
 _STATUS_OF = {Decision.APPROVE: ItemStatus.APPROVED.value, Decision.REJECT: ItemStatus.REJECTED.value}
 
 
@@ -47,12 +47,12 @@ def decide(*, session: Session, item_id: int, decision: Decision, reason: str, a
             ItemStatus.REJECTED.value: "it was already rejected",
         }.get(item.status, "only items dedup kept as unique are reviewed")
         raise ReviewRefused("not_reviewable", f"item {item_id} is {item.status}, not unique: {hint}", 409)
-    item.status = (ItemStatus.APPROVED if decision is Decision.APPROVE else ItemStatus.REJECTED).value
+    approve = decision is Decision.APPROVE
+    action, status = (ItemAction.APPROVE, ItemStatus.APPROVED) if approve else (ItemAction.REJECT, ItemStatus.REJECTED)
+    event = move(item, action, status, actor=actor, details={"reason": reason} if reason else {})
     item.source_changed_at = None  # a held source change has been looked at
-    item.updated_at = utcnow()
     session.add(item)
-    details = {"reason": reason} if reason else {}
-    session.add(AuditEvent(actor=actor, action=f"item.{'approve' if decision is Decision.APPROVE else 'reject'}", object_type="item", object_id=str(item_id), details=details))
+    session.add(event)
     return item
 
 
@@ -80,14 +80,10 @@ def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
     item = session.get(Item, item_id)
     if item is None:
         raise ReviewRefused("not_found", f"no item with id {item_id}", 404)
-    latest = session.exec(
-        select(AuditEvent)
-        .where(AuditEvent.object_type == "item", AuditEvent.object_id == str(item_id), col(AuditEvent.action).in_([*_ACTIONS, UNDONE]))
-        .order_by(col(AuditEvent.id).desc())
-        .limit(1)
-    ).first()
-    if latest is None or latest.action == UNDONE:
-        raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status}: it has no review decision to undo{' (the last one was undone already)' if latest else ''}", 409)
+    latest = newest_move(session, item_id)
+    if latest is None or latest.action not in _ACTIONS:
+        since = f" (the last move was {latest.action}: {MOVES[ItemAction(latest.action)].meaning})" if latest is not None else ""
+        raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status}: it has no review decision to undo{since}", 409)
     decision = _ACTIONS[latest.action]
     if _released_since(session, item_id, latest):
         raise ReviewRefused("released", f"item {item_id} was {decision.value}d and a release has taken that into account since: the release keeps it as it was", 409)
@@ -95,13 +91,30 @@ def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
         raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status} now, no longer {_STATUS_OF[decision]}: there is no review decision to undo", 409)
     if latest.actor != actor:
         raise ReviewRefused("not_yours", f"item {item_id} was {decision.value}d by {latest.actor}: only they can undo it; ask them, or decide it again once it is undone", 409)
-    item.status = ItemStatus.UNIQUE.value
-    item.updated_at = utcnow()
-    session.add(item)
     reason = str(latest.details.get("reason", ""))
     details = {"undone": decision.value, "reason": reason, "decision_event": latest.id, "decided_at": latest.at.isoformat()}
-    session.add(AuditEvent(actor=actor, action=UNDONE, object_type="item", object_id=str(item_id), details=details))
+    session.add(move(item, ItemAction.REVIEW_UNDONE, ItemStatus.UNIQUE, actor=actor, details=details))
+    session.add(item)
     return ReviewUndone(item_id=item_id, status=item.status, undone=decision, reason=reason, decided_by=latest.actor, decided_at=latest.at)
+
+
+def newest_move(session: Session, item_id: int) -> AuditEvent | None:
+    """The audit event of the item's newest move by a person or a source (`schemas.lifecycle`); an
+    event that left the status as it was (an edit of tags, a ruling apart) is no move."""
+    query = select(AuditEvent).where(AuditEvent.object_type == "item", AuditEvent.object_id == str(item_id), col(AuditEvent.action).in_([action.value for action in ItemAction]))
+    for event in session.exec(query.order_by(col(AuditEvent.id).desc()).limit(50)):
+        if "status_before" not in event.details or event.details["status_before"] != event.details.get("status"):
+            return event
+    return None
+
+
+def undoable(session: Session, decision: AuditEvent) -> bool:
+    """Whether review decision `decision` can still be undone: it is its item's newest move, and no
+    release has acted on it since."""
+    assert decision.object_id is not None
+    item_id = int(decision.object_id)
+    latest = newest_move(session, item_id)
+    return latest is not None and latest.id == decision.id and decision.action in _ACTIONS and not _released_since(session, item_id, decision)
 
 
 def _released_since(session: Session, item_id: int, decision: AuditEvent) -> bool:

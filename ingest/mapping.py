@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ingest.dates import IncidentDateError, parse_incident_date
 from ingest.redaction.redactor import RedactionPolicy
 from ingest.versions import VersionError, canonical_version
+from schemas.validation import describe_errors
 
 MAX_EXTERNAL_ID_LENGTH = 255
 _MISSING = object()
@@ -145,8 +146,7 @@ def parse_mapping(document: object, *, origin: str = "mapping") -> Mapping:
     try:
         return Mapping.model_validate(document)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors())
-        raise MappingError(f"{origin} is invalid: {problems}") from exc
+        raise MappingError(f"{origin} is invalid: {'; '.join(describe_errors(exc, Mapping))}") from exc
 
 
 def resolve_path(record: object, path: str) -> object:

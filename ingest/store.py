@@ -38,6 +38,7 @@ from ingest.versions import is_older
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
 from schemas.item import EDITED_FIELDS, Item, ItemRevision, ItemStatus, RevisionKind, item_snapshot
+from schemas.lifecycle import MOVES, ItemAction, move
 from schemas.problem import IngestSummary, RecordError
 from schemas.source import Source
 
@@ -45,14 +46,8 @@ CHUNK_SIZE = 500
 # Fewer records than this are prepared in this process: starting worker processes costs about a second.
 PARALLEL_FROM = 5_000
 logger = logging.getLogger("goldenset.ingest")
-# Statuses a content change sends back to curation; rejected and retired items keep their status.
-_RECURATE_ON_CHANGE = {
-    ItemStatus.CANDIDATE.value,
-    ItemStatus.UNIQUE.value,
-    ItemStatus.DUPLICATE.value,
-    ItemStatus.CONTAMINATED.value,
-    ItemStatus.APPROVED.value,
-}
+# Statuses a content change sends back to curation (`schemas.lifecycle`); rejected and retired items keep theirs.
+_RECURATE_ON_CHANGE = frozenset(status.value for status in MOVES[ItemAction.SOURCE_CHANGE].sources)
 
 ProgressCallback = Callable[[int], None]
 _DETAIL_SHOWN = 500
@@ -106,6 +101,7 @@ class ItemWriter:
             raise ValueError("the source must be saved before items are written to it")
         self.session = session
         self.source = source
+        self._actor = f"source:{source.name}"
         self.source_id: int = source.id
         self.mapping = mapping
         self.preparer = RecordPreparer(mapping, redactor)
@@ -297,7 +293,7 @@ class ItemWriter:
             self.session.exec(delete(ItemFingerprint).where(col(ItemFingerprint.item_id) == item.id))
         # Only a change of the text sends an item back to curation; metadata-only changes do not.
         if text_changed and item.status in _RECURATE_ON_CHANGE:
-            item.status = ItemStatus.CANDIDATE.value
+            self.session.add(move(item, ItemAction.SOURCE_CHANGE, ItemStatus.CANDIDATE, actor=self._actor, details={"revision": item.revision}, at=now))
         self.session.add(item)
         return "updated"
 
@@ -315,7 +311,7 @@ class ItemWriter:
             self.session.add(ItemRevision(item_id=item.id, revision=item.revision, changed_at=now, previous_digest=digest, previous=proposed, kind=RevisionKind.SOURCE_HELD.value))
             item.source_changed_at = now
             if item.status == ItemStatus.APPROVED.value:
-                item.status = ItemStatus.UNIQUE.value
+                self.session.add(move(item, ItemAction.SOURCE_REOPEN, ItemStatus.UNIQUE, actor=self._actor, details={"revision": item.revision}, at=now))
         item.occurred_at = record.occurred_at
         item.meta = record.metadata
         item.identity_key = record.identity

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Annotated
 
 import pydantic
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -104,6 +104,9 @@ SourceQuotas = Annotated[dict[SourceName, Count], pydantic.Field(json_schema_ext
 
 
 class _EvalInput(BaseModel):
+    # A misspelt setting is refused, not taken as the default (`schemas.validation`).
+    model_config = ConfigDict(extra="forbid")
+
     @field_validator("source_quotas", check_fields=False)
     @classmethod
     def _quotas(cls, value: dict[str, int] | None) -> dict[str, int] | None:

@@ -119,5 +119,18 @@ def main(
     set_target(url, token)
 
 
+def run() -> None:
+    """The `goldenset` entry point: the app, with a database that cannot be reached told in one
+    line and exit status 2 (as a missing SQLite file is), for every command and `serve`."""
+    try:
+        app()
+    except Exception as exc:
+        from service.core.terminal import EXIT_USAGE, fail, unreachable_database
+
+        if (message := unreachable_database(exc)) is None:
+            raise
+        raise SystemExit(fail(message, EXIT_USAGE).exit_code) from None
+
+
 if __name__ == "__main__":
-    app()
+    run()

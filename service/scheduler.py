@@ -4,10 +4,12 @@ scheduler or a manual pull at the same moment cannot run the same source twice; 
 the `curation` lock, so only one process decides duplicates at a time; an eval's refresh owns its
 period's release, so a second scheduler, a retry or an external cron writes nothing new.
 
-Each eval has a cron job on its schedule. When its job is added (at start, or when the eval is
-created) and the current period has no release yet (the service was down at the tick, or the
-eval is new), the refresh runs once at once: a missed period is caught up once, not once per
-missed tick."""
+Each eval has a cron job on its schedule. When its job is added (at start, or after a change)
+and the eval has been released before but the current period has no release yet (the service was
+down at the tick), the refresh runs once at once: a missed period is caught up once, not once per
+missed tick. A new eval's first release waits for its schedule's next tick or an explicit
+refresh (`goldenset refresh`, `POST /v1/evals/{name}/refresh`), so a mistake in its settings can
+be corrected, or the eval deleted, before anything is released."""
 
 from __future__ import annotations
 
@@ -170,9 +172,12 @@ class GoldensetScheduler:
 
 
 def _period_missed(session: Session, evaluation: Eval, now: datetime) -> bool:
-    """True when the period holding `now` has no release of the eval yet."""
+    """True when the eval was released before and the period holding `now` has no release yet
+    (a new eval's first release waits for its schedule or an explicit refresh)."""
     try:
         period = period_at(evaluation.schedule, now)
     except ValueError:
+        return False
+    if session.exec(select(Release.id).where(Release.eval_id == evaluation.id)).first() is None:
         return False
     return session.exec(select(Release.id).where(Release.eval_id == evaluation.id, Release.period_start == period.start)).first() is None

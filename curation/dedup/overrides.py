@@ -24,6 +24,7 @@ from schemas.common import read_model, utcnow
 from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
 from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
+from schemas.lifecycle import ItemAction, move
 
 _DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)
 # Why an item in a status no ruling may change is refused: (reason, what to tell the person).
@@ -54,17 +55,25 @@ def _item(session: Session, item_id: int) -> Item:
     return item
 
 
-def _record(session: Session, item: Item, *, kind: OverrideKind, other_id: int, note: str, actor: str, decision: dict[str, Any]) -> None:
-    """The ruling, the item's new decision and the audit event; `item` already holds its new state."""
+def _record(
+    session: Session, item: Item, *, to: ItemStatus, duplicate_of: int | None, kind: OverrideKind, other_id: int, note: str, actor: str, decision: dict[str, Any]
+) -> None:
+    """Move `item` to `to` naming `duplicate_of` (`schemas.lifecycle`; a ruling that leaves its status
+    as it is moves nothing) and record the ruling, the item's new decision and the audit event."""
     assert item.id is not None
-    item.updated_at = utcnow()
+    action = ItemAction.DUPLICATE_OF if kind is OverrideKind.DUPLICATE_OF else ItemAction.NOT_DUPLICATE
+    facts = {"other_id": other_id, "note": note}
+    if to.value != item.status or duplicate_of != item.duplicate_of:
+        event = move(item, action, to, actor=actor, details=facts)
+    else:
+        event = AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**facts, "status_before": item.status, "status": item.status})
+        item.updated_at = utcnow()
+    item.duplicate_of = duplicate_of
     session.add(item)
     session.add(DedupOverride(item_id=item.id, other_id=other_id, kind=kind.value, note=note, actor=actor))
     details = {"rule": "override", **decision, "note": note, "actor": actor}
     session.add(DedupDecision(item_id=item.id, status=item.status, stage=DedupStage.OVERRIDE.value, matched_item_id=item.duplicate_of, details=details))
-    session.add(
-        AuditEvent(actor=actor, action=f"item.{kind.value}", object_type="item", object_id=str(item.id), details={"other_id": other_id, "note": note, "status": item.status})
-    )
+    session.add(event)
     # A ruling on a pair settles the question curation asked about it (`curation.dedup.questions`).
     pair = (item.id, other_id)
     session.exec(
@@ -95,8 +104,7 @@ def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str)
     if item.status not in _DUPLICATES or item.duplicate_of is None:
         raise OverrideRefused("not_a_duplicate", f"item {item_id} is {item.status}, not a duplicate: only a duplicate or contaminated item can be ruled not a duplicate", 409)
     other = item.duplicate_of
-    item.status, item.duplicate_of = ItemStatus.UNIQUE.value, None
-    _record(session, item, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision={"ruled_apart_from": other})
+    _record(session, item, to=ItemStatus.UNIQUE, duplicate_of=None, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision={"ruled_apart_from": other})
     return item
 
 
@@ -115,7 +123,8 @@ def rule_apart(*, session: Session, item_id: int, other_id: int, note: str, acto
     if item.status in (ItemStatus.CANDIDATE.value, ItemStatus.REFERENCE.value):
         reason, why = _UNDECIDABLE[item.status]
         raise OverrideRefused(reason, f"item {item_id} is {item.status}: {why}", 409)
-    _record(session, item, kind=OverrideKind.NOT_DUPLICATE, other_id=other_id, note=note, actor=actor, decision={"ruled_apart_from": other_id})
+    apart = {"ruled_apart_from": other_id}
+    _record(session, item, to=ItemStatus(item.status), duplicate_of=item.duplicate_of, kind=OverrideKind.NOT_DUPLICATE, other_id=other_id, note=note, actor=actor, decision=apart)
     return item
 
 
@@ -139,10 +148,9 @@ def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: st
         raise OverrideRefused(
             "other_is_duplicate", f"item {other_id} is itself a duplicate of item {other.duplicate_of}: rule item {item_id} a duplicate of item {other.duplicate_of} instead", 409
         )
-    contaminated = other.status == ItemStatus.REFERENCE.value
-    item.status, item.duplicate_of = (ItemStatus.CONTAMINATED if contaminated else ItemStatus.DUPLICATE).value, other_id
+    status = ItemStatus.CONTAMINATED if other.status == ItemStatus.REFERENCE.value else ItemStatus.DUPLICATE
     _link(session, item_id, other_id)
-    _record(session, item, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision={"matched_item": other_id})
+    _record(session, item, to=status, duplicate_of=other_id, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision={"matched_item": other_id})
     return item
 
 

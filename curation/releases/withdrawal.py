@@ -23,14 +23,19 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalItem
 from schemas.release import Release
 
 
-class WithdrawRefused(ValueError):
-    """The release cannot be withdrawn: it is withdrawn already, or a newer release is in force."""
+class WithdrawRefused(Refused):
+    """The release cannot be withdrawn (409): it is withdrawn already (`withdrawn`), or a newer
+    release is in force (`newer_in_force`)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail, 409)
 
 
 def withdraw_release(session: Session, *, evaluation: Eval, release: Release, actor: str, reason: str, now: datetime | None = None) -> Release:
@@ -40,14 +45,14 @@ def withdraw_release(session: Session, *, evaluation: Eval, release: Release, ac
     assert evaluation.id is not None and release.eval_id == evaluation.id
     name = f"release {release.number} of eval {evaluation.name!r}"
     if release.withdrawn_at is not None:
-        raise WithdrawRefused(f"{name} was withdrawn already, by {release.withdrawn_by} on {release.withdrawn_at.isoformat()}: {release.withdrawn_reason}")
+        raise WithdrawRefused("withdrawn", f"{name} was withdrawn already, by {release.withdrawn_by} on {release.withdrawn_at.isoformat()}: {release.withdrawn_reason}")
     newer = session.exec(
         select(Release.number)
         .where(Release.eval_id == evaluation.id, Release.number > release.number, col(Release.withdrawn_at).is_(None))
         .order_by(col(Release.number).desc())
     ).all()
     if newer:
-        raise WithdrawRefused(f"{name} is not the newest release in force: withdraw release {', then '.join(str(number) for number in newer)} first")
+        raise WithdrawRefused("newer_in_force", f"{name} is not the newest release in force: withdraw release {', then '.join(str(number) for number in newer)} first")
     now = now or utcnow()
     restored = 0
     for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, EvalItem.retired_release == release.number)).all():

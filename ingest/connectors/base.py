@@ -18,6 +18,7 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr, ValidationError
 
 from ingest.readers import RawRecord
+from schemas.validation import describe_errors
 
 
 class ConnectorError(Exception):
@@ -132,7 +133,7 @@ class Connector(ABC, Generic[ConfigT]):
         try:
             return cls.config_model.model_validate(document)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors(include_input=False))
+            problems = "; ".join(describe_errors(exc, cls.config_model))
             raise ConfigError(f"invalid {cls.kind} connector configuration: {problems}") from exc
 
     @abstractmethod

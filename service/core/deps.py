@@ -4,7 +4,7 @@ request bodies."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -38,18 +38,34 @@ def get_write_session(request: Request) -> Iterator[Session]:
 
 
 def _unit_of_work(request: Request, session: Session, *, commit: bool) -> Iterator[Session]:
+    """Hand `session` to the route; when it returns, commit (`commit`) or end the read, return the
+    connection, write the reads it audited, then run what waits for the commit (`after_commit`).
+    When the route raises (a refusal included), roll back: nothing it wrote stays."""
     pending = request.state.pending_reads = []
+    waiting = request.state.after_commit = []
     try:
         yield session
         if commit:
             session.commit()
     except BaseException:
         _close(session)
-        request.state.pending_reads = None
+        request.state.pending_reads = request.state.after_commit = None
         raise
     _close(session)
-    request.state.pending_reads = None
+    request.state.pending_reads = request.state.after_commit = None
     record_reads(request.app.state.engine, pending)
+    for task in waiting:
+        task()
+
+
+def after_commit(request: Request, task: Callable[[], object]) -> None:
+    """Run `task` once the request's unit of work committed (at once outside one): work that must
+    see what the request wrote, such as waking background curation."""
+    waiting: list[Callable[[], object]] | None = getattr(request.state, "after_commit", None)
+    if waiting is None:
+        task()
+    else:
+        waiting.append(task)
 
 
 def hand_back_connection(session: Session) -> None:

@@ -96,6 +96,19 @@ def missing_database(url: str) -> str | None:
     )
 
 
+def unreachable_database(exc: BaseException) -> str | None:
+    """The one line telling that the configured database could not be reached, when `exc` says so
+    (a PostgreSQL server refusing or dropping connections); None for any other error."""
+    from service.core.disconnects import connection_lost
+
+    if not connection_lost(exc):
+        return None
+    url = make_url(normalise_database_url(get_settings().database_url)).render_as_string(hide_password=True)
+    orig = getattr(exc, "orig", None) or exc
+    reason = " ".join(str(orig).split()).split(" Is the server running")[0][:300]
+    return f"cannot reach the database {url} (GOLDENSET_DATABASE_URL): {reason}; is it running, and does the URL name it?"
+
+
 def open_engine(*, create: bool = False) -> Engine:
     """The configured database, migrated to the newest schema. Without `create`, a SQLite
     database that does not exist ends the command (`missing_database`) instead of being created:

@@ -31,7 +31,6 @@ from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
-from curation.refusals import Refused
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
 from schemas.dedup_questions import DedupQuestion, DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
@@ -39,7 +38,7 @@ from schemas.token import Scope
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
-from service.core.problems import ProblemError, problem_doc, refusal_problem
+from service.core.problems import ProblemError, problem_doc
 from service.core.rate_limits import RateLimits
 from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
 from service.dedup.questions import one_question, question_page
@@ -195,14 +194,8 @@ def _ruled(request: Request, principal: Principal, session: Session, secret_key:
     """Apply a ruling on `item_ids` (the first is the item answered) and answer that item as it is
     now (without its content when it is sealed); a ruling blind on a sealed-bound item, or one that
     would show the caller one, is refused (`service.items.ruling_guard`)."""
-    item_id = item_ids[0]
-    try:
-        guarded_ruling(session=session, item_ids=item_ids, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
-    except Refused as exc:
-        session.rollback()
-        raise refusal_problem(exc) from exc
-    session.commit()
-    return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
+    guarded_ruling(session=session, item_ids=item_ids, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
+    return answer_after_write(request, principal, session, item_ids[0], secret_key=secret_key)
 
 
 @router.post("/v1/items/{item_id}/not-duplicate", response_model=ItemRead, responses=problem_doc(401, 403, 404, 409, 422))
@@ -282,7 +275,6 @@ def questions(
     reads, shown, next_cursor = question_page(
         session=session, secret_key=secret_key, source=source, state=state, limit=limit, cursor=cursor, revealed=_revealed(session, principal)
     )
-    session.rollback()
     _audit_shown(request, principal, shown)
     return DedupQuestionPage(questions=reads, next_cursor=next_cursor)
 
@@ -296,14 +288,8 @@ def answer(question_id: IdPath, data: QuestionAnswer, request: Request, principa
     asked = session.get(DedupQuestion, question_id)
     pair = () if asked is None else (asked.item_id, asked.other_id)
     rule = partial(answer_question, session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
-    try:
-        guarded_ruling(session=session, item_ids=pair, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
-    except Refused as exc:
-        session.rollback()
-        raise refusal_problem(exc) from exc
-    session.commit()
+    guarded_ruling(session=session, item_ids=pair, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
     read, shown = one_question(session=session, question_id=question_id, secret_key=secret_key, revealed=_revealed(session, principal))
-    session.rollback()
     if read is None:
         raise ProblemError(404, "Not Found", f"no dedup question with id {question_id}")
     _audit_shown(request, principal, shown)

@@ -18,6 +18,7 @@ from sqlmodel import Session
 from curation.releases.content import canonical_json
 from schemas.evals import ApprovalPolicy, EvalCreate, Split
 from schemas.release import CrossSplitPair, ExportRow, ReleaseManifest
+from schemas.validation import describe_errors
 from service.core.db import write_session
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
@@ -103,8 +104,7 @@ def eval_create(
     try:
         data = EvalCreate.model_validate(document)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors())
-        raise fail(f"invalid eval: {problems}") from exc
+        raise fail(f"invalid eval{f' in {file}' if file else ''}: {'; '.join(describe_errors(exc, EvalCreate))}") from exc
     with write_session(open_engine()) as session:
         if exist_ok and get_eval(session=session, name=data.name) is not None:
             out.print(f"eval [bold]{data.name}[/] exists already; unchanged")

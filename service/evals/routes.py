@@ -23,7 +23,6 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.releases.withdrawal import WithdrawRefused
 from schemas.common import MAX_COUNT, MAX_ROW_ID, Instant
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
 from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary, WithdrawBody
@@ -326,8 +325,6 @@ def withdraw_one(name: str, number: Annotated[int, Path(ge=1, le=MAX_ROW_ID)], d
     order of periods; its membership changes are undone and audited (`release.withdrawn`)."""
     try:
         release = withdraw(request.app.state.engine, name=name, number=number, actor=principal.actor, reason=data.reason, wait_seconds=60)
-    except WithdrawRefused as exc:
-        raise ProblemError(409, "Conflict", str(exc)) from exc
     except RefreshBusy as exc:
         raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
     with Session(request.app.state.engine) as session:

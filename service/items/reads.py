@@ -48,12 +48,10 @@ def shown_item(session: Session, item_id: int, *, secret_key: str) -> tuple[Item
 
 
 def answer_after_write(request: Request, principal: Principal, session: Session, item_id: int, *, secret_key: str) -> ItemRead:
-    """The item as it is after a committed write (a review decision, a ruling), shaped for the
-    reader, with its content read audited when it carries content. Ends `session`'s transaction
-    first: the audit writes on a connection of its own, and on SQLite an open write transaction
-    would hold the lock it waits for."""
+    """The item as it is after a write (a review decision, a ruling) in the request's unit of work
+    (`service.core.deps`), shaped for the reader, with its content read audited when it carries
+    content (written once the unit of work is committed and its connection returned)."""
     _item, shown = shown_item(session, item_id, secret_key=secret_key)
-    session.rollback()
     if not shown.withheld:
         audit_content_read(request, principal, [item_id])
     return shown.read()

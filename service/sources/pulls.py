@@ -11,6 +11,7 @@ import httpx
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from curation.refusals import Refused
 from ingest.connectors.base import AuthError, ConfigError, ConnectorContext, ConnectorError, RetryPolicy
 from ingest.connectors.registry import UnknownConnector, connector_class
 from ingest.mapping import CompiledMapping, MappingError
@@ -29,8 +30,12 @@ HTTP_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 ERROR_TEXT_LIMIT = 2000
 
 
-class PullRefused(RuntimeError):
-    """The pull cannot start: unknown source, not a pull source, disabled, or already running."""
+class PullRefused(Refused):
+    """The pull cannot start (409): unknown source, not a pull source, disabled, already running, or
+    its settings cannot be used (`reason` says which)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail, 409)
 
 
 def _record_state(session: Session, source: Source, status: SourceStatus, *, error: str | None, started: datetime) -> None:
@@ -68,7 +73,7 @@ def pull_source(
         annotate(new=summary.new, updated=summary.updated, rejected=summary.rejected)
         return summary
     except LockBusy as exc:
-        raise PullRefused(f"a pull of source {name!r} is already running") from exc
+        raise PullRefused("already_running", f"a pull of source {name!r} is already running") from exc
 
 
 def _pull_locked(
@@ -86,11 +91,11 @@ def _pull_locked(
     with write_session(engine) as session:
         source = get_source(session=session, name=name)
         if source is None:
-            raise PullRefused(f"source {name!r} does not exist")
+            raise PullRefused("not_found", f"source {name!r} does not exist")
         if source.kind in PLAIN_KINDS:
-            raise PullRefused(f"source {name!r} is a {source.kind} source; only connector sources are pulled")
+            raise PullRefused("not_a_connector", f"source {name!r} is a {source.kind} source; only connector sources are pulled")
         if not source.enabled:
-            raise PullRefused(f"source {name!r} is disabled; enable it with PATCH /v1/sources/{name} enabled=true")
+            raise PullRefused("disabled", f"source {name!r} is disabled; enable it with PATCH /v1/sources/{name} enabled=true")
         started = clock()
         source.status, source.last_run_at = SourceStatus.RUNNING.value, started
         session.add(source)
@@ -101,7 +106,7 @@ def _pull_locked(
             mapping = CompiledMapping(source_mapping(source))
         except (UnknownConnector, ConfigError, MappingError, ValueError) as exc:
             _record_state(session, source, SourceStatus.ERROR, error=str(exc), started=started)
-            raise PullRefused(str(exc)) from exc
+            raise PullRefused("bad_settings", str(exc)) from exc
         own_client = client is None
         http = client or httpx.Client(timeout=HTTP_TIMEOUT, follow_redirects=True, headers={"User-Agent": "goldenset"})
         try:

@@ -160,8 +160,6 @@ def pull(name: str, request: Request, principal: IngestPrincipal, session: Sessi
     if wait:
         try:
             summary = _pull_now(request, name, principal.actor)
-        except PullRefused as exc:
-            raise ProblemError(409, "Conflict", str(exc)) from exc
         except ConnectorError as exc:
             raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(request.app.state.engine, name)) from exc
         return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})

@@ -30,7 +30,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
-from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review
+from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review, undoable
 from schemas.audit import AuditEvent
 from schemas.evals import Eval
 from schemas.item import Item
@@ -176,11 +176,13 @@ def _prepare_next(request: Request, item_ids: list[int]) -> None:
 
 
 def _last_decision(session: Session, actor: str) -> AuditEvent | None:
-    """This person's newest review decision, when it is not undone yet (what "Undo" undoes)."""
+    """This person's newest review decision, when it can still be undone (what "Undo" undoes): not
+    undone, its item not moved since (a source change that reopened it, an edit, a ruling), and no
+    release has acted on it."""
     newest = session.exec(
         select(AuditEvent).where(AuditEvent.actor == actor, col(AuditEvent.action).in_(DECISIONS), AuditEvent.object_type == "item").order_by(col(AuditEvent.id).desc()).limit(1)
     ).first()
-    return None if newest is None or newest.action == UNDONE else newest
+    return None if newest is None or newest.action == UNDONE or not undoable(session, newest) else newest
 
 
 def _links(metadata: dict[str, Any]) -> list[str]:

@@ -87,3 +87,13 @@ def test_review_by_id_and_interactively_with_neighbours(cli: CliRunner, engine: 
     assert statuses == {"CVE-2024-0001": "approved", "CVE-2024-0002": "rejected", "CVE-2024-0003": "approved", "CVE-2024-0004": "rejected", "CVE-2024-0005": "unique"}
     assert "1 item(s) to review" in cli.invoke(app, ["review", "--source", "kev", "--no-neighbours"], input="q\n").output
     assert cli.invoke(app, ["review"]).exit_code == 2
+
+
+def test_a_misspelt_setting_is_refused_naming_the_nearest_key(cli: CliRunner, engine: Engine, tmp_path: Path) -> None:
+    settings = tmp_path / "eval.yaml"
+    settings.write_text("name: typo\nsources: [kev]\ntarget_sise: 30\napproval: manual\n")
+    refused = cli.invoke(app, ["eval", "create", "--file", str(settings)])
+    assert refused.exit_code == 2, refused.output
+    said = " ".join(refused.output.split())
+    assert "unknown key 'target_sise': did you mean 'target_size'?" in said and "unknown key 'approval': did you mean 'approval_policy'?" in said
+    assert "typo" not in cli.invoke(app, ["eval", "list"]).output  # nothing was created

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,7 @@ from service.core.locks import _lock_key
 from service.core.metrics import serve_scheduler_metrics
 from service.dedup.runner import LOCK_NAME as CURATION_LOCK
 from service.evals.definitions import create_eval
+from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY, _free_port, _pg_admin
 from tests.dedup_support import KEV_MAPPING, ingest
 from tests.eval_support import ingest_and_curate, kev_records
@@ -84,32 +86,43 @@ def _caught_up(worker: Replica, name: str) -> bool:
     return any(f"scheduled refreshes of eval {name} on" in line and "catching up" in line for line in worker.output().splitlines())
 
 
+def _released_last_period(engine: Engine, name: str) -> None:
+    """Eval `name` released for the period before the current one (so the current one is missed)."""
+    current = period_at(DEFAULT_SCHEDULE, utcnow())
+    refresh_eval(engine, name=name, at=current.start - timedelta(days=1), secret_key=TEST_SECRET_KEY, actor="test")
+
+
 def test_a_missed_period_is_caught_up_once_across_kills_restarts_and_two_schedulers(pg_url: str, pg_engine: Engine, tmp_path: Path) -> None:
     ingest_and_curate(pg_engine, "kev", kev_records(since="2025-06-01"))
     _create_eval(pg_engine, "ops")
+    _create_eval(pg_engine, "fresh")  # never released: its first release waits for its schedule
+    _released_last_period(pg_engine, "ops")
     period = period_at(DEFAULT_SCHEDULE, utcnow())
     first = start_scheduler(pg_url, tmp_path / "first.log", env=WORKER_ENV)
     workers = [first]
     try:
-        _wait_for(lambda: len(_releases(pg_engine, "ops")) == 1, "the first scheduler's catch-up release", workers)
+        _wait_for(lambda: len(_releases(pg_engine, "ops")) == 2, "the first scheduler's catch-up release", workers)
         assert _caught_up(first, "ops")
-        (release,) = _releases(pg_engine, "ops")
+        release = max(_releases(pg_engine, "ops"), key=lambda release: release.number)
         assert release.period_start == period.start and release.dev_count + release.sealed_count > 0
+        _wait_for(lambda: _synced(first, "fresh"), "the first scheduler's job for the new eval", workers)
+        assert not _caught_up(first, "fresh") and _releases(pg_engine, "fresh") == []
         first.kill()
 
-        # While no scheduler runs, a second eval misses its period; then two schedulers start at once.
+        # While no scheduler runs, a second eval released before misses its period; then two schedulers start at once.
         _create_eval(pg_engine, "later")
+        _released_last_period(pg_engine, "later")
         second = start_scheduler(pg_url, tmp_path / "second.log", env=WORKER_ENV)
         third = start_scheduler(pg_url, tmp_path / "third.log", env=WORKER_ENV)
         workers += [second, third]
         for worker in (second, third):
             _wait_for(lambda worker=worker: _synced(worker, "ops") and _synced(worker, "later"), "a restarted scheduler's first sync", workers)  # type: ignore[misc]
             assert not _caught_up(worker, "ops"), "the period of ops has its release: nothing to catch up"
-        _wait_for(lambda: len(_releases(pg_engine, "later")) == 1, "the catch-up release of the eval created while no scheduler ran", workers)
+        _wait_for(lambda: len(_releases(pg_engine, "later")) == 2, "the catch-up release of the eval that missed its period while no scheduler ran", workers)
         time.sleep(3)  # whichever scheduler lost the race for the refresh lock finds the release written
-        assert [(r.id, r.number, r.period_start) for r in _releases(pg_engine, "ops")] == [(release.id, 1, period.start)]
-        assert [(r.number, r.period_start) for r in _releases(pg_engine, "later")] == [(1, period.start)]
-        assert (_release_writes(pg_engine, "ops"), _release_writes(pg_engine, "later")) == (1, 1)
+        assert [(r.id, r.number, r.period_start) for r in _releases(pg_engine, "ops") if r.number == 2] == [(release.id, 2, period.start)]
+        assert [(r.number, r.period_start) for r in _releases(pg_engine, "later") if r.number == 2] == [(2, period.start)]
+        assert (_release_writes(pg_engine, "ops"), _release_writes(pg_engine, "later")) == (2, 2)
         assert all(worker.process.poll() is None for worker in (second, third))
         second.kill()
         third.kill()
@@ -119,8 +132,8 @@ def test_a_missed_period_is_caught_up_once_across_kills_restarts_and_two_schedul
         workers.append(fourth)
         _wait_for(lambda: _synced(fourth, "ops") and _synced(fourth, "later"), "the fourth scheduler's first sync", workers)
         assert not _caught_up(fourth, "ops") and not _caught_up(fourth, "later")
-        assert (len(_releases(pg_engine, "ops")), len(_releases(pg_engine, "later"))) == (1, 1)
-        assert (_release_writes(pg_engine, "ops"), _release_writes(pg_engine, "later")) == (1, 1)
+        assert (len(_releases(pg_engine, "ops")), len(_releases(pg_engine, "later")), len(_releases(pg_engine, "fresh"))) == (2, 2, 0)
+        assert (_release_writes(pg_engine, "ops"), _release_writes(pg_engine, "later")) == (2, 2)
     finally:
         for worker in workers:
             worker.kill()

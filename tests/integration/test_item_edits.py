@@ -12,7 +12,7 @@ import pytest
 from sqlmodel import Session, col, select
 
 from curation.editing import EditRefused, edit_item, revision_history
-from curation.review import decide
+from curation.review import ReviewRefused, decide, undo_review
 from ingest.mapping import NATIVE_MAPPING
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import iter_jsonl
@@ -228,3 +228,43 @@ def test_an_item_of_a_reference_corpus_is_never_edited(session: Session) -> None
     with pytest.raises(EditRefused) as refused:
         edit_item(session=session, item_id=item.id, input="x", note="why", actor="token:alice")
     assert refused.value.reason == "reference_item"
+
+
+def _moves(session: Session, item_id: int) -> list[tuple[str, str, str, str]]:
+    """The item's audit events that changed its status: (action, actor, before, after)."""
+    events = session.exec(select(AuditEvent).where(AuditEvent.object_type == "item", AuditEvent.object_id == str(item_id)).order_by(col(AuditEvent.id))).all()
+    return [(e.action, e.actor, e.details["status_before"], e.details["status"]) for e in events if e.details.get("status_before", e.details.get("status")) != e.details.get("status")]
+
+
+def test_a_source_change_that_moves_a_reviewed_item_is_audited_and_ends_its_undo(session: Session) -> None:
+    item = _item(session, ItemStatus.UNIQUE)
+    assert item.id is not None
+    source = session.exec(select(Source)).one()
+    _edit(session, item.id, input=QUESTION, reference=ANSWER, actor="token:bob", note="question and answer")
+    item.status = ItemStatus.UNIQUE.value  # as if curated again
+    session.add(item)
+    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob")
+    session.commit()
+    _ingest(session, source, {**RECORD, "input": "primary db unreachable; failover did not start"})
+    session.refresh(item)
+    assert item.status == "unique"
+    assert _moves(session, item.id) == [
+        ("item.edit", "token:bob", "unique", "candidate"),
+        ("item.approve", "token:bob", "unique", "approved"),
+        ("item.source_reopen", "source:ops", "approved", "unique"),
+    ]
+    # The approval was overtaken by the source: there is nothing to undo, and the refusal says why.
+    with pytest.raises(ReviewRefused, match="item.source_reopen") as refused:
+        undo_review(session=session, item_id=item.id, actor="token:bob")
+    assert refused.value.reason == "not_reviewed"
+
+
+def test_a_source_change_to_an_approved_item_sends_it_back_to_curation_on_the_record(session: Session) -> None:
+    item = _item(session, ItemStatus.UNIQUE)
+    assert item.id is not None
+    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob")
+    session.commit()
+    _ingest(session, session.exec(select(Source)).one(), {**RECORD, "input": "a new text"})
+    session.refresh(item)
+    assert item.status == "candidate"
+    assert _moves(session, item.id) == [("item.approve", "token:bob", "unique", "approved"), ("item.source_change", "source:ops", "approved", "candidate")]

@@ -12,6 +12,7 @@ from sqlalchemy import text, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.releases.periods import period_at
 from curation.review import ReviewRefused, decide, review_batch
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
@@ -85,7 +86,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     assert len(outcome.approved) == 8 and outcome.rejected == [ids["CVE-2024-0009"]]
     assert [(error.position, error.reason) for error in outcome.errors] == [(9, "not_reviewable"), (10, "not_found"), (11, "reason_required")]
     with Session(engine) as session:
-        assert session.exec(select(AuditEvent).where(AuditEvent.action == "item.reject")).one().details == {"reason": "not an incident we can grade"}
+        assert session.exec(select(AuditEvent).where(AuditEvent.action == "item.reject")).one().details == {"reason": "not an incident we can grade", "status_before": "unique", "status": "rejected"}
 
     # 1 March: window [1 Jan 03:00 .. 1 Mar 03:00); approved items dated Jan/Feb: n % 5 in (0, 1) -> n = 1, 5, 6 (10 unreviewed).
     first = _refresh(engine, "2024-03-02T00:00:00+00:00")
@@ -199,9 +200,11 @@ def test_eval_settings_are_checked(engine: Engine) -> None:
         decide(session=session, item_id=item_id, decision=Decision.REJECT, reason="changed my mind", actor="test")
 
 
-def test_the_scheduler_catches_up_a_missed_period_once(engine: Engine, database_url: str) -> None:
+def test_the_scheduler_catches_up_a_missed_period_once_and_leaves_a_new_eval_for_its_schedule(engine: Engine, database_url: str) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 6)])
     _eval(engine, approval_policy="auto", schedule="0 3 1 1 *", max_age_days=None)
+    _eval(engine, name="fresh", approval_policy="auto", schedule="0 3 1 1 *", max_age_days=None)
+    first = _refresh(engine, "2020-06-01T00:00:00+00:00")  # released once, years ago: the current period is missed
     settings = Settings(env="test", database_url=database_url, secret_key=TEST_SECRET_KEY, curate_after_ingest=False, curate_interval_seconds=3600)
     for start in range(2):  # a second start (or a second scheduler) finds the period done
         scheduler = GoldensetScheduler(engine, settings, sync_seconds=3600)
@@ -214,9 +217,14 @@ def test_the_scheduler_catches_up_a_missed_period_once(engine: Engine, database_
             assert "cron" in str(job.trigger)
             # Catching up happened on the first start only: afterwards the next run is the next tick.
             assert job.next_run_time > utcnow() + timedelta(hours=1)
+            # A new eval, never released, waits for its schedule's next tick.
+            fresh = scheduler.scheduler.get_job("refresh:fresh")
+            assert fresh is not None and fresh.next_run_time > utcnow() + timedelta(hours=1)
         finally:
             scheduler.shutdown()
     with Session(engine) as session:
-        releases = session.exec(select(Release)).all()
-    assert len(releases) == 1 and releases[0].period_start.month == 1 and releases[0].period_start.day == 1
-    assert releases[0].dev_count + releases[0].sealed_count == 5
+        releases = sorted(session.exec(select(Release)).all(), key=lambda release: release.number)
+    assert [release.eval_id for release in releases] == [first.eval_id, first.eval_id]
+    caught_up = releases[1]
+    assert caught_up.period_start == period_at("0 3 1 1 *", utcnow()).start
+    assert caught_up.dev_count + caught_up.sealed_count == 5

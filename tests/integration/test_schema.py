@@ -9,11 +9,14 @@ from pathlib import Path
 import psycopg
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel
 
 import schemas  # noqa: F401  (registers every table)
-from service.core.db import make_engine, migrate
+from service.core.db import alembic_config, make_engine, migrate
+from service.core.tokens import create_token
 
 
 def test_migrations_match_the_models(engine: Engine) -> None:
@@ -24,8 +27,24 @@ def test_migrations_match_the_models(engine: Engine) -> None:
 
 
 def test_migrate_is_idempotent(engine: Engine) -> None:
+    """Migrating a database at the newest revision again changes nothing: same revision, same
+    tables and columns, the rows kept."""
+
+    def state() -> tuple[str, dict[str, list[str]], int]:
+        with engine.connect() as connection:
+            revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+            inspector = inspect(connection)
+            tables = {name: sorted(column["name"] for column in inspector.get_columns(name)) for name in sorted(inspector.get_table_names())}
+            tokens = connection.execute(text("SELECT count(*) FROM api_token")).scalar_one()
+        return revision, tables, tokens
+
+    with Session(engine) as session:
+        create_token(session=session, name="kept", scopes=["read"])
+    before = state()
+    assert before[0] == ScriptDirectory.from_config(alembic_config(engine)).get_current_head() and before[2] == 1
     migrate(engine)
     migrate(engine)
+    assert state() == before
 
 
 def test_replicas_migrating_an_empty_database_at_once_take_turns(database_url: str, tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_required_fields_are_checked() -> None:
     ("document", "message"),
     [
         ({"input": "{{ unclosed"}, "template does not compile"),
-        ({"inptu": "x"}, "inptu: Extra inputs are not permitted"),
+        ({"inptu": "x"}, "inptu: unknown key 'inptu': did you mean 'input'"),
         ({"format": "xml"}, "format"),
         ({"external_id": " "}, "must name a field"),
         ([1, 2], "must be an object"),
