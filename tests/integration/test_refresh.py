@@ -86,7 +86,8 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     assert len(outcome.approved) == 8 and outcome.rejected == [ids["CVE-2024-0009"]]
     assert [(error.position, error.reason) for error in outcome.errors] == [(9, "not_reviewable"), (10, "not_found"), (11, "reason_required")]
     with Session(engine) as session:
-        assert session.exec(select(AuditEvent).where(AuditEvent.action == "item.reject")).one().details == {"reason": "not an incident we can grade", "status_before": "unique", "status": "rejected"}
+        rejected = session.exec(select(AuditEvent).where(AuditEvent.action == "item.reject")).one()
+        assert rejected.details == {"reason": "not an incident we can grade", "status_before": "unique", "status": "rejected"}
 
     # 1 March: window [1 Jan 03:00 .. 1 Mar 03:00); approved items dated Jan/Feb: n % 5 in (0, 1) -> n = 1, 5, 6 (10 unreviewed).
     first = _refresh(engine, "2024-03-02T00:00:00+00:00")

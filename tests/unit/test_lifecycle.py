@@ -5,6 +5,7 @@ naming both statuses; any other move is refused. Walked over every action and ev
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,7 +14,7 @@ from schemas.lifecycle import CURATION_MOVES, MOVES, IllegalMove, ItemAction, mo
 
 
 def _item(status: ItemStatus) -> Item:
-    return Item(id=7, source_id=1, external_id="x", title="t", input="i", status=status.value)
+    return Item(id=7, source_id=1, external_id="x", title="t", input="i", content_hash="h", record_digest="d", occurred_at=datetime(2024, 1, 1, tzinfo=UTC), status=status.value)
 
 
 @pytest.mark.parametrize("action", list(ItemAction))
