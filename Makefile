@@ -59,6 +59,7 @@ run: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: setup
 	$(BIN)/mypy

@@ -82,7 +82,12 @@ def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
         raise ReviewRefused("not_found", f"no item with id {item_id}", 404)
     latest = newest_move(session, item_id)
     if latest is None or latest.action not in _ACTIONS:
-        since = f" (the last move was {latest.action}: {MOVES[ItemAction(latest.action)].meaning})" if latest is not None else ""
+        if latest is None:
+            since = ""
+        elif latest.action == UNDONE:
+            since = " (the last one was undone already)"
+        else:
+            since = f" (it was moved since: {latest.action}, {MOVES[ItemAction(latest.action)].meaning})"
         raise ReviewRefused("not_reviewed", f"item {item_id} is {item.status}: it has no review decision to undo{since}", 409)
     decision = _ACTIONS[latest.action]
     if _released_since(session, item_id, latest):
