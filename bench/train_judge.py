@@ -92,7 +92,7 @@ def features_of(pool: Pool, cache: VectorCache, a_key: str, b_key: str) -> dict[
 def rules_say_duplicate(pool: Pool, pair: tuple[str, str], features: dict[str, float], config: DedupConfig) -> bool:
     """Today's decision on a pair, replicated at pair level (`fresh` and `machine` rules)."""
     from curation.dedup.identifiers import distinction
-    from curation.dedup.rules import display_title
+    from curation.dedup.rule_evidence import display_title
 
     a, b = pool.records[pair[0]].text, pool.records[pair[1]].text
     machine = features["machine"] == 1.0

@@ -33,7 +33,8 @@ from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
 from curation.dedup.near_links import NearLinkTo
 from curation.dedup.questions import Judge, Pair, Questioner, asked_verdict, judge_for, open_questions_of
 from curation.dedup.readability import Unreadable, unreadable_shares
-from curation.dedup.rules import DedupConfig, Facts, Verdict, judge
+from curation.dedup.rule_evidence import Facts
+from curation.dedup.rules import DedupConfig, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from curation.dedup.boilerplate import SAMPLE, CommonLines, common_lines
 from curation.dedup.embeddings import EmbeddingCache, Vectors, body_text, text_hash, title_text
 from curation.dedup.readability import Unreadable, unreadable_shares
-from curation.dedup.rules import ItemText
+from curation.dedup.rule_evidence import ItemText
 from schemas.dedup import DedupOverride, Embedding, OverrideKind
 from schemas.evals import EvalItem
 from schemas.item import Item

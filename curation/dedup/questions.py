@@ -53,7 +53,8 @@ from curation.dedup.judge.refit import Refit, Ruling, refit
 from curation.dedup.near_links import NearLinkTo
 from curation.dedup.pair_features import PairScores, PairText, pair_features
 from curation.dedup.readability import Unreadable
-from curation.dedup.rules import DedupConfig, Facts, Verdict, display_title
+from curation.dedup.rule_evidence import Facts, display_title
+from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.text_kind import TextKind
 from schemas.common import utcnow
 from schemas.dedup import DedupStage

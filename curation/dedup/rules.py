@@ -35,18 +35,16 @@ threshold that applied.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from curation.dedup.ann_file import AnnConfig
-from curation.dedup.boilerplate import CommonLines
-from curation.dedup.embeddings import Vectors, body_text, title_text
-from curation.dedup.identifiers import distinction
+from curation.dedup.embeddings import Vectors
 from curation.dedup.index import SimilarityIndex
-from curation.dedup.lexical import lexical_similarity
 from curation.dedup.near_links import NearLinkTo, near_links
 from curation.dedup.readability import Unreadable
+from curation.dedup.rule_evidence import VETOES_SHOWN, Facts, ItemText, Match, Reading, embedding_match, minhash_matches, title_veto
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
 from schemas.dedup import DedupStage
@@ -54,8 +52,6 @@ from schemas.item import Item, ItemStatus
 
 RULES_VERSION = "r2"
 # A fresh match is checked without its source's common lines when they are this share of either text.
-TEMPLATE_SHARE = 0.2
-VETOES_SHOWN = 5
 """Names this set of rules; a decision records it, and `goldenset curate --redecide` applies a newer one."""
 
 
@@ -159,83 +155,6 @@ class Verdict:
         return rule if isinstance(rule, str) else None
 
 
-@dataclass(frozen=True)
-class ItemText:
-    """An item's text as a decision reads it."""
-
-    source_id: int
-    title: str
-    input: str
-
-    @property
-    def display_title(self) -> str:
-        return display_title(self.title, self.input)
-
-
-class Facts(Protocol):
-    """What a decision needs to know of indexed items beyond the index: read on demand."""
-
-    def texts(self, item_ids: Collection[int]) -> dict[int, ItemText]:
-        """The source, title and input of each item."""
-
-    def common_lines(self, source_id: int) -> CommonLines:
-        """The lines common to a source's items (`curation.dedup.boilerplate`)."""
-
-    def embed(self, texts: Sequence[str]) -> Vectors | None:
-        """Body vectors of `texts` (None: texts cannot be encoded here, and are compared whole)."""
-
-    def guarded(self, item_ids: Collection[int]) -> set[int]:
-        """The items exposed to an endpoint that may train on them, or released in an eval."""
-
-    def kept_apart(self, item_id: int) -> set[int]:
-        """The items a person ruled not a duplicate of `item_id`, either way round."""
-
-    def unreadable(self, keys: Mapping[int, tuple[str | None, str | None]]) -> dict[int, Unreadable]:
-        """The shares of items' body and title texts (by their text hashes) the model cannot read."""
-
-
-def display_title(title: str, input_text: str) -> str:
-    """The title a decision compares: the item's, or the first line of its input."""
-    return title.strip() or next((line.strip() for line in input_text.splitlines() if line.strip()), "")
-
-
-@dataclass
-class _Match:
-    stage: DedupStage
-    rule: str
-    score: float
-    threshold: float
-    other: int
-    read_as_characters: dict[str, float] = field(default_factory=dict)
-
-
-class _Reading:
-    """Which fields of a pair the model cannot read, and how alike those fields are in characters."""
-
-    FIELDS = ("body", "title")
-
-    def __init__(self, item: Item, own: Unreadable, theirs: Mapping[int, Unreadable], facts: Facts, limit: float) -> None:
-        self.item, self.own, self.theirs, self.facts, self.limit = item, own, theirs, facts, limit
-
-    def blind(self, other_id: int, fields: Sequence[str] = FIELDS) -> dict[str, float]:
-        """The fields either text of the pair cannot be read in, each with the larger share."""
-        theirs = self.theirs.get(other_id, Unreadable())
-        found: dict[str, float] = {}
-        for name in fields:
-            shares = [share for share in (getattr(self.own, name), getattr(theirs, name)) if share is not None]
-            if shares and max(shares) > self.limit:
-                found[name] = round(max(shares), 2)
-        return found
-
-    def characters(self, other_id: int, name: str) -> float:
-        """The character n-gram similarity of the pair's `name` texts (0 when the other's text is not known)."""
-        other = self.facts.texts([other_id]).get(other_id)
-        if other is None:
-            return 0.0
-        text = body_text if name == "body" else title_text
-        return round(float(lexical_similarity(text(self.item.title, self.item.input), [text(other.title, other.input)])[0]), 4)
-
-
 def judge(
     item: Item,
     sketch: Any,
@@ -290,7 +209,7 @@ def judge(
     looked_at = [n.item_id for n in neighbours if not reads_all or n.body_cosine >= min(thresholds["guard"], thresholds["fresh"])]
     weighed_texts = {other_id: index.get(other_id) for other_id in [*near_enough, *looked_at]}
     theirs = facts.unreadable({other_id: (entry.body_key, entry.title_key) for other_id, entry in weighed_texts.items()}) if weighed_texts else {}
-    reading = _Reading(item, own, theirs, facts, config.unreadable_share)
+    reading = Reading(item, own, theirs, facts, config.unreadable_share)
     close = [n.item_id for n in neighbours if n.body_cosine >= min(thresholds["guard"], thresholds["fresh"]) or reading.blind(n.item_id, ("body",))]
     weighed = [*near_enough, *close]
     guarded = (facts.guarded(weighed) if weighed else set()) | {other_id for other_id in weighed if index.get(other_id).status == ItemStatus.REFERENCE.value}
@@ -300,38 +219,16 @@ def judge(
         best = max(neighbours, key=lambda neighbour: neighbour.body_cosine)
         details["best_embedding"] = {"item": best.item_id, "cosine": round(best.body_cosine, 4), "title_cosine": round(best.title_cosine, 4)}
 
-    def apart(match: _Match) -> str | None:
-        other = texts.get(match.other)
-        if other is None:
-            return None
-        # Titles name the task; a short text without one (a log line, a headline, an alert
-        # message) is all content, and masking and the embedding already judged it whole.
-        titled = bool(item.title and other.title) or kind is TextKind.LONG
-        why = distinction(mine.display_title, other.display_title) if titled else None
-        if why is None and match.rule == "fresh":
-            why = _alike_in_template_only(mine, other, facts, thresholds["fresh"])
-        return why
-
-    candidates: list[_Match] = [_Match(DedupStage.EXACT, "exact", 1.0, 1.0, other_id) for other_id in exact]
-    for other_id, score in near:
-        if score >= config.minhash_threshold and (representative(other_id)):
-            rule = "machine" if kind is TextKind.MACHINE else ("guard" if other_id in guarded else "fresh")
-            if rule == "fresh" and title is not None:
-                # The same words under another title (one report quoting another, a list of
-                # failures); a title the model cannot read is compared by its characters.
-                if reading.blind(other_id, ("title",)):
-                    if reading.characters(other_id, "title") < config.unreadable_characters_threshold:
-                        continue
-                elif float(index.vectors(other_id)[1] @ title) < thresholds["fresh_title"]:
-                    continue
-            candidates.append(_Match(DedupStage.MINHASH, rule, score, config.minhash_threshold, other_id))
+    candidates = [Match(DedupStage.EXACT, "exact", 1.0, 1.0, other_id) for other_id in exact]
+    fresh_title = thresholds.get("fresh_title")  # none for a machine text: only `machine` matches it
+    candidates += minhash_matches(near, index=index, kind=kind, guarded=guarded, title=title, reading=reading, config=config, fresh_title=fresh_title)
     for neighbour in neighbours:
-        match = _embedding_match(neighbour.item_id, neighbour.body_cosine, neighbour.title_cosine, neighbour.item_id in guarded, thresholds, config, reading, details)
+        match = embedding_match(neighbour.item_id, neighbour.body_cosine, neighbour.title_cosine, neighbour.item_id in guarded, thresholds, config, reading, details)
         if match is not None:
             candidates.append(match)
     texts = facts.texts([match.other for match in candidates]) if candidates and not bare_line else {}
     for match in candidates:
-        why = apart(match)
+        why = title_veto(mine, texts.get(match.other), rule=match.rule, kind=kind, facts=facts, fresh=thresholds.get("fresh"))
         if why is not None:
             vetoed = details.setdefault("vetoed", [])
             if len(vetoed) < VETOES_SHOWN and all(entry["item"] != match.other for entry in vetoed):
@@ -345,56 +242,3 @@ def judge(
             explained["read_as_characters"] = match.read_as_characters
         return Verdict(status, match.stage.value, round(match.score, 4), match.other, explained, links)
     return Verdict(ItemStatus.UNIQUE.value, DedupStage.NONE.value, details=details, links=links)
-
-
-def _embedding_match(
-    other_id: int, body_cosine: float, title_cosine: float, guarded: bool, thresholds: dict[str, float], config: DedupConfig, reading: _Reading, details: dict[str, Any]
-) -> _Match | None:
-    """The embedding rule (`guard` on the body, `fresh` on body and title) a neighbour passes, or
-    None. A field either text cannot be read in passes by its characters instead of its cosine
-    (stage `characters`); a match the cosines alone would have made, refused so, is listed among
-    the vetoed with why."""
-    rule, fields = ("guard", ("body",)) if guarded else ("fresh", ("body", "title"))
-    cosines = {"body": body_cosine, "title": title_cosine}
-    needed = {"body": thresholds[rule], "title": thresholds["fresh_title"]}
-    blind = reading.blind(other_id, fields)
-    if guarded and not blind and body_cosine < thresholds["guard"]:
-        return _embedding_match(other_id, body_cosine, title_cosine, False, thresholds, config, reading, details)
-    if not blind:
-        if all(cosines[name] >= needed[name] for name in fields):
-            return _Match(DedupStage.EMBEDDING, rule, body_cosine, thresholds[rule], other_id)
-        return None
-    alike = {name: reading.characters(other_id, name) for name in blind}
-    if all(cosines[name] >= needed[name] for name in fields if name not in blind) and all(score >= config.unreadable_characters_threshold for score in alike.values()):
-        score = min(alike.values())
-        return _Match(DedupStage.CHARACTERS, rule, score, config.unreadable_characters_threshold, other_id, alike)
-    if all(cosines[name] >= needed[name] for name in fields):
-        vetoed = details.setdefault("vetoed", [])
-        if len(vetoed) < VETOES_SHOWN and all(entry["item"] != other_id for entry in vetoed):
-            unread = ", ".join(f"{name} {share:.0%}" for name, share in blind.items())
-            chars = ", ".join(f"{name} {score:.2f}" for name, score in alike.items())
-            why = f"the model cannot read the text ({unread} unknown or spelled out): alike in characters {chars}, {config.unreadable_characters_threshold} needed"
-            vetoed.append({"item": other_id, "stage": DedupStage.EMBEDDING.value, "score": round(body_cosine, 4), "why": why, "unreadable": blind})
-    if guarded:
-        return _embedding_match(other_id, body_cosine, title_cosine, False, thresholds, config, reading, details)
-    return None
-
-
-def _alike_in_template_only(mine: ItemText, other: ItemText, facts: Facts, threshold: float) -> str | None:
-    """Why two texts are not the same incident although alike, when what they share is their
-    source's common lines; None when those are a small part of both, or the rest is as close."""
-    common = facts.common_lines(mine.source_id)
-    if other.source_id != mine.source_id:
-        common = common | facts.common_lines(other.source_id)
-    my_rest, my_share = common.distinctive(mine.input)
-    other_rest, other_share = common.distinctive(other.input)
-    share = max(my_share, other_share)
-    if share < TEMPLATE_SHARE:
-        return None
-    vectors = facts.embed([body_text(mine.title, my_rest), body_text(other.title, other_rest)])
-    if vectors is None:
-        return None
-    cosine = float(vectors[0] @ vectors[1])
-    if cosine >= threshold:
-        return None
-    return f"alike in the lines their source shares ({share:.0%} of the text), not in the rest (cosine {cosine:.2f})"

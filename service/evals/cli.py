@@ -178,7 +178,7 @@ def eval_withdraw(
 
 @eval_app.command("delete")
 def eval_delete(name: Annotated[str, typer.Argument(help="The eval.")]) -> None:
-    """Delete an eval that has no release, with its seal key and canary (one with releases is kept).
+    """Delete an eval that has no release in force, with its seal key and canary (one with a release in force, or runs, is kept).
 
     Exit status: 0 when deleted, 2 when there is no such eval or it has releases, 6 when a refresh
     held on too long."""

@@ -1,5 +1,5 @@
 """Eval definitions: creation (with a fresh seal key and canary), lookup, changes and deletion
-(only while the eval has no release), each audited.
+(only while the eval has no release in force and no run), each audited.
 
 The seal key is 32 random bytes, kept only encrypted with GOLDENSET_SECRET_KEY; it decides the
 sealed slice (`curation.releases.sealing`) and never leaves the server.
@@ -13,7 +13,7 @@ import uuid
 from functools import partial
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import delete, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -24,7 +24,8 @@ from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalCreate, EvalItem, EvalRead, EvalUpdate
 from schemas.probes import Probe
-from schemas.release import Release
+from schemas.release import Release, ReleaseItem, SealedRead
+from schemas.runs import Run
 from schemas.source import Source, SourceKind
 from service.core.crypto import decrypt, encrypt
 from service.core.problems import ProblemError
@@ -142,23 +143,32 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
 
 
 def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
-    """Delete an eval that has no release, with its seal key and canary, and audit it; commits.
-    An eval with releases (withdrawn ones too) is kept: 409, since its releases, runs and audit
-    trail refer to it."""
+    """Delete an eval that has no release in force (none, or every one withdrawn), with its seal
+    key, canary, memberships and withdrawn releases, and audit it; commits. Refused (409) while a
+    release is in force, and while any run was served from one of its releases: the runs' scores
+    and the exposure ledger refer to them, and are never deleted."""
     assert evaluation.id is not None
-    count = release_count(session, evaluation.id)
-    if count:
-        raise ProblemError(
-            409, "Conflict", f"eval {evaluation.name!r} has {count} release(s); evals with releases are kept (withdraw a release that should not be used instead)"
-        )
+    releases = list(session.exec(select(Release).where(Release.eval_id == evaluation.id)).all())
+    in_force = [release.number for release in releases if release.withdrawn_at is None]
+    if in_force:
+        numbers = ", ".join(str(number) for number in in_force)
+        raise ProblemError(409, "Conflict", f"eval {evaluation.name!r} has release(s) {numbers} in force; withdraw them first (`goldenset eval withdraw`), then delete it")
+    release_ids = [release.id for release in releases if release.id is not None]
+    runs = int(session.exec(select(func.count()).select_from(Run).where(Run.eval_id == evaluation.id)).one())
+    if runs:
+        raise ProblemError(409, "Conflict", f"eval {evaluation.name!r} has {runs} run(s) on its releases; their scores and the exposure ledger refer to them, so it is kept")
     for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id)).all():
         session.delete(membership)
-    for probe in session.exec(select(Probe).where(Probe.eval_id == evaluation.id)).all():
-        probe.eval_id = None
+    for probe in session.exec(select(Probe).where(col(Probe.eval_id) == evaluation.id)).all():
+        probe.eval_id, probe.release_id = None, None
         session.add(probe)
+    if release_ids:
+        session.exec(delete(ReleaseItem).where(col(ReleaseItem.release_id).in_(release_ids)))
+        session.exec(delete(SealedRead).where(col(SealedRead.release_id).in_(release_ids)))
+        session.exec(delete(Release).where(col(Release.id).in_(release_ids)))
     session.flush()
     session.delete(evaluation)
-    details = {"sources": evaluation.sources, "canary": evaluation.canary}
+    details = {"sources": evaluation.sources, "canary": evaluation.canary, "withdrawn_releases": sorted(release.number for release in releases)}
     session.add(AuditEvent(actor=actor, action="eval.delete", object_type="eval", object_id=evaluation.name, details=details))
     session.commit()
 

@@ -130,7 +130,7 @@ def withdraw(engine: Engine, *, name: str, number: int, actor: str, reason: str,
 
 
 def remove_eval(engine: Engine, *, name: str, actor: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> None:
-    """Delete eval `name`, which has no release (`service.evals.definitions.delete_eval`),
+    """Delete eval `name`, which has no release in force (`service.evals.definitions.delete_eval`),
     one at a time with refreshes. Raises ProblemError (404, 409) and RefreshBusy."""
 
     def work() -> None:

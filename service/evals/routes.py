@@ -73,7 +73,7 @@ def change(name: str, data: EvalUpdate, principal: AdminPrincipal, session: Sess
 
 @eval_router.delete("/{name}", status_code=204, responses=problem_doc(401, 403, 404, 409))
 def delete(name: str, request: Request, principal: AdminPrincipal) -> Response:
-    """Delete an eval that has no release, with its seal key (409 once it has releases: those are kept; withdraw one instead)."""
+    """Delete an eval with no release in force (none yet, or every one withdrawn) and no runs, with its seal key and withdrawn releases (409 otherwise, naming what keeps it)."""
     try:
         remove_eval(request.app.state.engine, name=name, actor=principal.actor, wait_seconds=60)
     except RefreshBusy as exc:

@@ -16,11 +16,13 @@ from typer.testing import CliRunner
 from schemas.audit import AuditEvent
 from schemas.evals import EvalItem
 from schemas.item import Item
+from schemas.release import Release, ReleaseItem
 from service.cli import app
 from service.core.sessions import LOGIN_CSRF_COOKIE
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.integration.test_refresh import kev
+from tests.run_support import register
 from tests.support.command_line import command_line
 
 DEFINITION = {"name": "ops", "sources": ["kev"], "target_size": 10, "approval_policy": "auto", "max_age_days": None, "sealed_fraction": 0.3}
@@ -132,7 +134,7 @@ def test_sealed_review_windows_count_from_the_release_in_force_once_a_newer_one_
     assert spent.status_code == 403 and spent.json()["used"] == 2
 
 
-def test_delete_an_eval_only_while_it_has_no_release(live_server: LiveServer, engine: Engine) -> None:
+def test_delete_an_eval_only_while_no_release_is_in_force_and_no_run_used_one(live_server: LiveServer, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 6)])
     admin, reader = live_server.client("admin"), live_server.client("read")
     assert admin.post("/v1/evals", json={**DEFINITION, "name": "typo"}).status_code == 201
@@ -145,10 +147,24 @@ def test_delete_an_eval_only_while_it_has_no_release(live_server: LiveServer, en
     assert reader.get("/v1/evals/typo").status_code == 404
     assert [event.object_id for event in _actions(engine, "eval.delete")] == ["typo"]
     kept = admin.delete("/v1/evals/ops")
-    assert kept.status_code == 409 and "has 1 release(s)" in kept.json()["detail"]
+    assert kept.status_code == 409 and "release(s) 1 in force" in kept.json()["detail"] and "withdraw" in kept.json()["detail"]
     assert admin.post("/v1/evals/ops/releases/1/withdraw", json={"reason": "wrong sources"}).status_code == 200
-    assert admin.delete("/v1/evals/ops").status_code == 409  # a withdrawn release is kept, and its eval with it
     assert reader.get("/v1/evals/ops/releases/latest").status_code == 404
+    # Every release withdrawn and no run served from one: the eval goes, with its withdrawn releases.
+    assert admin.delete("/v1/evals/ops").status_code == 204
+    assert reader.get("/v1/evals/ops").status_code == 404
+    deleted = _actions(engine, "eval.delete")
+    assert [event.object_id for event in deleted] == ["typo", "ops"] and deleted[1].details["withdrawn_releases"] == [1]
+    with Session(engine) as session:
+        assert session.exec(select(Release)).all() == [] and session.exec(select(ReleaseItem)).all() == []
+    # An eval a run was served from is kept, withdrawn or not: the run's scores and the exposure ledger refer to it.
+    register(engine)
+    assert admin.post("/v1/evals", json=DEFINITION).status_code == 201
+    assert admin.post("/v1/evals/ops/refresh", params={"at": "2024-03-05T00:00:00Z"}).status_code == 201
+    assert reader.post("/v1/evals/ops/runs", json={"model": "m1", "endpoint": "m1-no"}).status_code == 201
+    assert admin.post("/v1/evals/ops/releases/1/withdraw", json={"reason": "wrong sources"}).status_code == 200
+    ran = admin.delete("/v1/evals/ops")
+    assert ran.status_code == 409 and "1 run(s)" in ran.json()["detail"]
     # The name can be used again for a new eval.
     assert admin.post("/v1/evals", json={**DEFINITION, "name": "typo"}).status_code == 201
 
@@ -183,4 +199,4 @@ def test_the_same_from_the_command_line(cli: CliRunner, engine: Engine) -> None:
     assert cli.invoke(app, ["eval", "delete", "typo"]).exit_code == 0
     assert cli.invoke(app, ["eval", "delete", "typo"]).exit_code == 2
     kept = cli.invoke(app, ["eval", "delete", "ops"])
-    assert kept.exit_code == 2 and "has 3 release(s)" in kept.output
+    assert kept.exit_code == 2 and "release(s) 1, 3 in force" in " ".join(kept.output.split())
