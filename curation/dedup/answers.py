@@ -22,7 +22,7 @@ from sqlmodel import Session
 
 from curation.dedup.overrides import rule_apart, rule_duplicate_of
 from curation.refusals import Refused
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.item import Item
@@ -81,7 +81,7 @@ def answer_question(*, session: Session, question_id: int, ruling: QuestionRulin
     session.add(
         AuditEvent(
             actor=actor,
-            action="dedup.question_answer",
+            action=AuditAction.DEDUP_QUESTION_ANSWER,
             object_type="dedup_question",
             object_id=str(question_id),
             details={"item_id": question.item_id, "other_id": question.other_id, "ruling": ruling.value, "p_same": question.p_same, "note": note},

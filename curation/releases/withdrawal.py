@@ -24,7 +24,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalItem
 from schemas.release import Release
@@ -67,6 +67,6 @@ def withdraw_release(session: Session, *, evaluation: Eval, release: Release, ac
     release.withdrawn_reason = reason
     session.add(release)
     details = {"release": release.number, "period_start": release.period_start.isoformat(), "reason": reason, "members_restored": restored, "members_pending": pending}
-    session.add(AuditEvent(actor=actor, action="release.withdrawn", object_type="release", object_id=f"{evaluation.name}/{release.number}", details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_WITHDRAWN, object_type="release", object_id=f"{evaluation.name}/{release.number}", details=details))
     session.flush()
     return release

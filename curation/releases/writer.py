@@ -26,7 +26,7 @@ from curation.releases.groups import cross_split_pairs
 from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
@@ -189,7 +189,7 @@ def write_release(
         "cross_split_pairs": len(release.cross_split_pairs or []),
     }
     details.update(audit_details or {})
-    session.add(AuditEvent(actor=actor, action="release.create", object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
     session.flush()
     return release
 

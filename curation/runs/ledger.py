@@ -17,7 +17,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from curation.runs.gate import exposes
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, Split
 from schemas.item import Item
@@ -84,13 +84,15 @@ def record_run(
     )
     ids = [row.item_id for row in items]
     details = {"run_id": run.id, "release": release.number, "split": split.value, "endpoint": endpoint.name, "model": model.name, "trains_on_inputs": endpoint.trains_on_inputs}
-    action = "run.sealed_start" if split is Split.SEALED else "run.start"
+    action = AuditAction.RUN_SEALED_START if split is Split.SEALED else AuditAction.RUN_START
     session.add(AuditEvent(actor=actor, action=action, object_type="run", object_id=str(run.id), count=len(ids), details={**details, "item_ids": ids}))
     if exposing and ids:
         reason = f"sent to endpoint {endpoint.name} (trains on inputs: {endpoint.trains_on_inputs}) by run {run.id}"
         newly = list(session.exec(select(Item.id).where(col(Item.id).in_(ids), col(Item.exposed_at).is_(None))).all())
         if newly:
             session.exec(update(Item).where(col(Item.id).in_(newly)).values(exposed_at=now, exposed_reason=reason[:EXPOSED_REASON_LIMIT]))
-            session.add(AuditEvent(actor=actor, action="item.exposed", object_type="run", object_id=str(run.id), count=len(newly), details={**details, "item_ids": sorted(newly)}))
+            session.add(
+                AuditEvent(actor=actor, action=AuditAction.ITEM_EXPOSED, object_type="run", object_id=str(run.id), count=len(newly), details={**details, "item_ids": sorted(newly)})
+            )
     session.flush()
     return run

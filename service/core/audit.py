@@ -33,7 +33,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
-from schemas.audit import AuditEvent, AuditEventRead, AuditItemSet, AuditPage
+from schemas.audit import AuditAction, AuditEvent, AuditEventRead, AuditItemSet, AuditPage
 from schemas.common import read_model, utcnow
 from service.core.auth import Principal, acting_token_id
 from service.core.cursors import decode_id_cursor, encode_cursor
@@ -145,7 +145,7 @@ def _expanded(session: Session, events: Sequence[AuditEvent]) -> dict[int, dict[
     return expanded
 
 
-def audit_content_read(request: Request, principal: Principal, item_ids: Sequence[int], action: str = "item.read") -> None:
+def audit_content_read(request: Request, principal: Principal, item_ids: Sequence[int], action: str = AuditAction.ITEM_READ) -> None:
     """Audit a response that served the content of `item_ids` (none: nothing to audit), naming the
     endpoint by method and path (`audit_request_read`)."""
     endpoint = f"{request.method} {request.url.path}"

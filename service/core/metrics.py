@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.dedup.state import pending_count
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval
@@ -209,7 +209,7 @@ def _source_families(session: Session, now: datetime, sources: Sequence[Source])
             run_age.add_metric([source.name], age)
         pulled.add_metric([source.name], source.items_pulled)
     pulls = GaugeMetricFamily("goldenset_source_pulls_succeeded", "Successful pulls recorded in the audit trail, by source.", labels=["source"])
-    query = select(AuditEvent.object_id, func.count()).where(AuditEvent.action == "source.pull").group_by(col(AuditEvent.object_id))
+    query = select(AuditEvent.object_id, func.count()).where(AuditEvent.action == AuditAction.SOURCE_PULL).group_by(col(AuditEvent.object_id))
     for object_id, count in session.exec(query).all():
         pulls.add_metric([object_id or ""], count)
     yield from (state, success_age, run_age, pulled, pulls)

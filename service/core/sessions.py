@@ -25,7 +25,7 @@ from itsdangerous import BadSignature, TimestampSigner
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.token import ApiToken, UiSession
 from service.core.auth import Principal, TokenRefused, principal_of, token_principal
@@ -61,7 +61,9 @@ def sign_in(session: Session, *, token: str, secret_key: str, hours: int) -> tup
     session.add(row)
     session.flush()
     assert row.id is not None
-    session.add(AuditEvent(actor=principal.actor, action="ui.sign_in", object_type="ui_session", object_id=str(row.id), details={"expires_at": row.expires_at.isoformat()}))
+    session.add(
+        AuditEvent(actor=principal.actor, action=AuditAction.UI_SIGN_IN, object_type="ui_session", object_id=str(row.id), details={"expires_at": row.expires_at.isoformat()})
+    )
     cookie = _signer(secret_key).sign(f"{row.id}.{secret}").decode()
     return cookie, SignedIn(row.id, principal, row.csrf, row.expires_at)
 
@@ -96,7 +98,7 @@ def sign_out(session: Session, signed: SignedIn) -> None:
     if row is not None and row.ended_at is None:
         row.ended_at = utcnow()
         session.add(row)
-        session.add(AuditEvent(actor=signed.principal.actor, action="ui.sign_out", object_type="ui_session", object_id=str(signed.session_id), details={}))
+        session.add(AuditEvent(actor=signed.principal.actor, action=AuditAction.UI_SIGN_OUT, object_type="ui_session", object_id=str(signed.session_id), details={}))
 
 
 def csrf_matches(expected: str, given: str | None) -> bool:

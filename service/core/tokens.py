@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.token import ApiToken, Scope, parse_scopes
 from service.core.crypto import new_secret, sha256_hex
@@ -102,7 +102,7 @@ def create_token(*, session: Session, name: str, scopes: str | list[str], actor:
             f"choose another name, or revoke that token first (`goldenset token revoke {taken.id}`)"
         )
     details = {"name": token.name, "scopes": parsed, "expires_at": None if expires_at is None else expires_at.isoformat()}
-    session.add(AuditEvent(actor=actor, action="token.create", object_type="token", object_id=str(token.id), details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.TOKEN_CREATE, object_type="token", object_id=str(token.id), details=details))
     session.commit()
     return plaintext, token
 
@@ -115,7 +115,7 @@ def revoke_token(*, session: Session, token_id: int, actor: str = "cli") -> ApiT
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         session.add(token)
-        session.add(AuditEvent(actor=actor, action="token.revoke", object_type="token", object_id=str(token_id)))
+        session.add(AuditEvent(actor=actor, action=AuditAction.TOKEN_REVOKE, object_type="token", object_id=str(token_id)))
         session.commit()
     return token
 
@@ -136,5 +136,5 @@ def ensure_bootstrap_admin(*, session: Session, admin_token: str) -> None:
         existing.revoked_at = None
         existing.expires_at = None
     session.add(existing)
-    session.add(AuditEvent(actor="settings", action="token.bootstrap", object_type="token", object_id=BOOTSTRAP_TOKEN_NAME))
+    session.add(AuditEvent(actor="settings", action=AuditAction.TOKEN_BOOTSTRAP, object_type="token", object_id=BOOTSTRAP_TOKEN_NAME))
     session.commit()

@@ -31,6 +31,7 @@ from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
+from schemas.audit import AuditAction
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
 from schemas.dedup_questions import DedupQuestion, DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
@@ -54,7 +55,7 @@ MAX_K = 100
 MAX_LOW_MARGIN = 500
 MAX_QUESTIONS = 200
 ITEM_DETAILS = ("matched_item", "kept_over", "best_jaccard", "best_embedding")
-SEALED_MATCH_ACTION = "item.sealed_check_matched"
+SEALED_MATCH_ACTION = AuditAction.ITEM_SEALED_CHECK_MATCHED
 
 
 def _deduplicator(reader: DedupReader, session: Session) -> Deduplicator:
@@ -98,8 +99,8 @@ def similar(
         raise ProblemError(409, "Conflict", str(exc)) from exc
     reads = similar_reads(session=session, ranked=ranked, secret_key=secret_key)
     if shown.withheld:
-        audit_content_read(request, principal, [item_id], "item.sealed_similar_read")
-    _audit(request, principal, "item.similar_read", reads)
+        audit_content_read(request, principal, [item_id], AuditAction.ITEM_SEALED_SIMILAR_READ)
+    _audit(request, principal, AuditAction.ITEM_SIMILAR_READ, reads)
     return reads
 
 
@@ -186,7 +187,7 @@ async def check(
     if sealed_item is not None:
         limits.count("sealed_check", str(principal.token_id))
         await run_in_threadpool(audit_content_read, request, principal, [sealed_item], SEALED_MATCH_ACTION)
-    await run_in_threadpool(_audit, request, principal, "dedup.check_read", result.similar)
+    await run_in_threadpool(_audit, request, principal, AuditAction.DEDUP_CHECK_READ, result.similar)
     return result
 
 
@@ -226,7 +227,7 @@ def stats(request: Request, principal: ReadPrincipal, session: SessionDep, secre
     distribution and the ten largest clusters (a sealed representative's title withheld), people's
     rulings in force by kind, and the share of decided items marked duplicate."""
     figures = stats_for_readers(session=session, secret_key=secret_key)
-    audit_content_read(request, principal, [cluster.representative for cluster in figures.largest_clusters if not cluster.sealed], "dedup.stats_read")
+    audit_content_read(request, principal, [cluster.representative for cluster in figures.largest_clusters if not cluster.sealed], AuditAction.DEDUP_STATS_READ)
     return figures
 
 
@@ -252,8 +253,8 @@ def _revealed(session: Session, principal: Principal) -> set[int]:
 
 def _audit_shown(request: Request, principal: Principal, shown: Sequence[ShownItem]) -> None:
     """Audit the items whose content a questions answer carried (sealed ones shown through a window apart)."""
-    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and not item.sealed], "dedup.questions_read")
-    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and item.sealed], "item.sealed_question_read")
+    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and not item.sealed], AuditAction.DEDUP_QUESTIONS_READ)
+    audit_content_read(request, principal, [item.id for item in shown if not item.withheld and item.sealed], AuditAction.ITEM_SEALED_QUESTION_READ)
 
 
 @router.get("/v1/dedup/questions", response_model=DedupQuestionPage, responses=problem_doc(401, 403, 422))

@@ -20,7 +20,7 @@ from sqlmodel import Session, col, select
 from curation.releases.periods import cron_trigger
 from curation.releases.sealing import SEAL_KEY_BYTES
 from curation.releases.visibility import SealKeyOf
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalCreate, EvalItem, EvalRead, EvalUpdate
 from schemas.probes import Probe
@@ -116,7 +116,7 @@ def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: s
         session.rollback()
         raise ProblemError(409, "Conflict", f"eval {data.name!r} already exists") from exc
     details = data.model_dump(mode="json", exclude={"name"})
-    session.add(AuditEvent(actor=actor, action="eval.create", object_type="eval", object_id=data.name, details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_CREATE, object_type="eval", object_id=data.name, details=details))
     session.commit()
     return evaluation
 
@@ -137,7 +137,7 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
         setattr(evaluation, field, value if value is not None or field != "description" else "")
     evaluation.updated_at = utcnow()
     session.add(evaluation)
-    session.add(AuditEvent(actor=actor, action="eval.update", object_type="eval", object_id=evaluation.name, details=data.model_dump(mode="json", exclude_unset=True)))
+    session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_UPDATE, object_type="eval", object_id=evaluation.name, details=data.model_dump(mode="json", exclude_unset=True)))
     session.commit()
     return evaluation
 
@@ -169,7 +169,7 @@ def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
     session.flush()
     session.delete(evaluation)
     details = {"sources": evaluation.sources, "canary": evaluation.canary, "withdrawn_releases": sorted(release.number for release in releases)}
-    session.add(AuditEvent(actor=actor, action="eval.delete", object_type="eval", object_id=evaluation.name, details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_DELETE, object_type="eval", object_id=evaluation.name, details=details))
     session.commit()
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from schemas.audit import AuditAction
 from schemas.common import Instant
 from schemas.evals import Split
 from service.core.audit import ContentRead, record_reads
@@ -24,6 +25,14 @@ from service.core.problems import ProblemError
 from service.evals.content_cache import CachedContent
 from service.evals.definitions import get_eval
 from service.evals.releases import release_rows, resolve_release
+
+_ACTIONS = {
+    (False, "items"): AuditAction.RELEASE_ITEMS_READ,
+    (False, "export"): AuditAction.RELEASE_EXPORT,
+    (True, "items"): AuditAction.RELEASE_SEALED_ITEMS_READ,
+    (True, "export"): AuditAction.RELEASE_SEALED_EXPORT,
+}
+"""The action auditing a read of a release's content, by (sealed split, route kind)."""
 
 RELEASE_CONTENT_ROUTES = {
     "/v1/evals/{name}/releases/{ref}/items": "items",
@@ -61,7 +70,7 @@ def _read_of(engine: Engine, request: Request, kind: str) -> ContentRead | None:
     sealed = split is Split.SEALED
     return ContentRead(
         actor=principal.actor,
-        action=f"release.{'sealed_' if sealed else ''}{'items_read' if kind == 'items' else 'export'}",
+        action=_ACTIONS[(sealed, kind)],
         endpoint=f"{request.method} {request.url.path}",
         object_type="release",
         object_id=f"{params['name']}/{number}",

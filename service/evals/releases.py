@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
@@ -20,7 +21,7 @@ from sqlmodel import Session, col, select
 from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root
 from curation.releases.groups import cross_split_pairs
 from curation.releases.visibility import sealed_anywhere
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import MAX_ROW_ID, read_model
 from schemas.evals import Eval, Split
 from schemas.release import (
@@ -150,7 +151,13 @@ def export_lines(*, session: Session, evaluation: Eval, release: Release, split:
             served.append(item.item_id)
 
 
-def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: str = "read", token_id: int | None = None) -> SealedRead:
+_SEALED_USES = {"read": AuditAction.RELEASE_SEALED_READ, "run": AuditAction.RELEASE_SEALED_RUN, "export": AuditAction.RELEASE_SEALED_EXPORT}
+"""The action auditing one use of a release's sealed content, by its purpose."""
+
+
+def consume_sealed_read(
+    *, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: Literal["read", "run", "export"] = "read", token_id: int | None = None
+) -> SealedRead:
     """Count one use of the release's sealed content (a read, or a sealed run) by the token
     `token_id` (None: the command line) and audit it; commits. Raises SealedBudgetExceeded, counting nothing, when the eval's per-release budget is
     used up. Concurrent callers are serialised on the release (a row lock on PostgreSQL; SQLite
@@ -161,7 +168,7 @@ def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release,
         session.add(
             AuditEvent(
                 actor=actor,
-                action="release.sealed_refused",
+                action=AuditAction.RELEASE_SEALED_REFUSED,
                 object_type="release",
                 object_id=f"{evaluation.name}/{release.number}",
                 count=0,
@@ -176,7 +183,7 @@ def consume_sealed_read(*, session: Session, evaluation: Eval, release: Release,
     session.add(
         AuditEvent(
             actor=actor,
-            action=f"release.sealed_{purpose}",
+            action=_SEALED_USES[purpose],
             object_type="release",
             object_id=f"{evaluation.name}/{release.number}",
             count=item_count,

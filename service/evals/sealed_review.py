@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.releases.visibility import sealing_evals
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.release import Release
@@ -35,9 +35,9 @@ from service.core.audit import record_read
 from service.evals.definitions import seal_keys
 from service.evals.review_queue import QueueFilters, source_queue
 
-OPENED = "eval.sealed_review_opened"
-REFUSED = "eval.sealed_review_refused"
-READ = "item.sealed_review_read"
+OPENED = AuditAction.EVAL_SEALED_REVIEW_OPENED
+REFUSED = AuditAction.EVAL_SEALED_REVIEW_REFUSED
+READ = AuditAction.ITEM_SEALED_REVIEW_READ
 LONGEST_WINDOW = timedelta(hours=24 * 30)
 """No window outlasts this (the largest `GOLDENSET_SEALED_RUN_READ_HOURS`): older openings are closed."""
 
@@ -163,7 +163,7 @@ def serve_queue(
         page.sealed_review_until = windows.get(evaluation.name)
     shown = [entry.id for entry in page.entries if not entry.sealed]
     sealed_shown = [entry.id for entry in page.entries if entry.sealed and not entry.withheld]
-    record_read(engine, actor=viewer.actor, action="item.read", endpoint=viewer.endpoint, object_type="item", object_id=None, item_ids=shown)
+    record_read(engine, actor=viewer.actor, action=AuditAction.ITEM_READ, endpoint=viewer.endpoint, object_type="item", object_id=None, item_ids=shown)
     details = {"token_id": viewer.token_id, "windows": sorted(windows)}
     object_id = evaluation.name if evaluation is not None else ",".join(sorted(windows))
     record_read(engine, actor=viewer.actor, action=READ, endpoint=viewer.endpoint, object_type="eval", object_id=object_id, item_ids=sealed_shown, details=details)

@@ -36,7 +36,7 @@ from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import ProbePlan, SealedItemRefused, plan_probes
 from curation.runs.gate import judge_terms
 from curation.runs.ledger import record_run
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, cutoff_instant
@@ -94,7 +94,7 @@ AUGMENTED_CONDITION = "augmented_endpoint"
 
 def _refuse(session: Session, evaluation: Eval, endpoint: Endpoint, actor: str, condition: str, detail: str) -> ProblemError:
     details = {"condition": condition, "endpoint": endpoint.name, "trains_on_inputs": endpoint.trains_on_inputs}
-    session.add(AuditEvent(actor=actor, action="probe.refused", object_type="eval", object_id=evaluation.name, count=0, details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details))
     session.commit()
     return ProblemError(
         403,
@@ -111,7 +111,7 @@ def _refuse_augmented(session: Session, endpoint: Endpoint, actor: str) -> Probl
     session.add(
         AuditEvent(
             actor=actor,
-            action="probe.refused",
+            action=AuditAction.PROBE_REFUSED,
             object_type="endpoint",
             object_id=endpoint.name,
             count=0,
@@ -221,7 +221,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         assert probe.id is not None
         target = {"eval": evaluation.name, "release": release.number} if evaluation and release else {"corpus": data.corpus}
         details = {**target, "endpoint": endpoint.name, "run_id": run_id}
-        session.add(AuditEvent(actor=actor, action="probe.start", object_type="probe", object_id=str(probe.id), count=len(item_ids), details=details))
+        session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_START, object_type="probe", object_id=str(probe.id), count=len(item_ids), details=details))
         session.commit()
         api_key = data.api_key or (SecretStr(env_key) if env_key else None)
         target_endpoint = ProbeEndpoint(

@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 
 from curation.evidence.item_results import corpus_item_results, eval_item_results
 from curation.evidence.temporal_split import NotEnoughItems, temporal_split_report
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.corpus_results import CorpusResult, CorpusResultError, CorpusResultsAccepted, CorpusResultsPost
 from schemas.evidence import EvidenceWarning, TemporalSplitReport
@@ -53,7 +53,7 @@ def require_cutoff(model: Model) -> date:
             422,
             "Training cutoff missing",
             f"model {model.name!r} has no training cutoff registered, so there is no 'before' and 'after' to compare; "
-            f"record the date its provider states with PATCH /v1/models/{model.name} {{\"training_cutoff\": \"YYYY-MM-DD\"}}",
+            f'record the date its provider states with PATCH /v1/models/{model.name} {{"training_cutoff": "YYYY-MM-DD"}}',
             reason="no_cutoff",
         )
     return model.training_cutoff
@@ -118,11 +118,7 @@ def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResults
     model = require_model(session=session, name=data.model)
     assert model.id is not None and corpus.id is not None
     wanted = {entry.external_id for entry in data.results}
-    items = dict(
-        session.exec(
-            select(Item.external_id, Item.id).where(Item.source_id == corpus.id, col(Item.external_id).in_(wanted))
-        ).all()
-    )
+    items = dict(session.exec(select(Item.external_id, Item.id).where(Item.source_id == corpus.id, col(Item.external_id).in_(wanted))).all())
     stored = {row.item_id: row for row in session.exec(select(CorpusResult).where(CorpusResult.model_id == model.id, col(CorpusResult.item_id).in_(list(items.values())))).all()}
     errors: list[CorpusResultError] = []
     seen: set[str] = set()
@@ -154,12 +150,12 @@ def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResults
             errors.append(CorpusResultError(position=position, external_id=entry.external_id, reason="conflict", detail=detail))
     if counts["stored"] or counts["replaced"]:
         details = {"model": model.name, **counts, "rejected": len(errors)}
-        session.add(AuditEvent(actor=actor, action="corpus.results", object_type="source", object_id=corpus.name, count=counts["stored"] + counts["replaced"], details=details))
+        session.add(
+            AuditEvent(actor=actor, action=AuditAction.CORPUS_RESULTS, object_type="source", object_id=corpus.name, count=counts["stored"] + counts["replaced"], details=details)
+        )
     session.commit()
     scored = session.exec(
         select(func.count()).select_from(CorpusResult).join(Item, col(Item.id) == col(CorpusResult.item_id)).where(CorpusResult.model_id == model.id, Item.source_id == corpus.id)
     ).one()
     total = session.exec(select(func.count()).select_from(Item).where(Item.source_id == corpus.id)).one()
-    return CorpusResultsAccepted(
-        corpus=corpus.name, model=model.name, **counts, rejected=len(errors), errors=errors, scored=int(scored), corpus_items=int(total)
-    )
+    return CorpusResultsAccepted(corpus=corpus.name, model=model.name, **counts, rejected=len(errors), errors=errors, scored=int(scored), corpus_items=int(total))

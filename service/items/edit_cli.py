@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from curation.editing import EditRefused, edit_item, item_revisions
+from schemas.audit import AuditAction
 from schemas.common import MAX_ROW_ID
 from schemas.dedup import DedupCandidate
 from schemas.item import FieldChange, ItemDetail, ItemEdit, ItemRevisions, ItemStatus
@@ -139,7 +140,7 @@ def revisions(
         is_sealed = _is_sealed(session, item)
         history = item_revisions(session, stored, sealed=is_sealed, shown=sealed)
     if sealed or not is_sealed:
-        action = "item.sealed_revisions_read" if is_sealed else "item.revisions_read"
+        action = AuditAction.ITEM_SEALED_REVISIONS_READ if is_sealed else AuditAction.ITEM_REVISIONS_READ
         record_read(engine, actor=CLI_ACTOR, action=action, endpoint="goldenset item revisions", object_type="item", object_id=None, item_ids=[item])
     if as_json:
         typer.echo(history.model_dump_json(indent=2))
@@ -168,7 +169,7 @@ def show(
         except ProblemError as exc:
             raise fail(exc.detail) from exc
     if not detail.sealed:
-        record_read(engine, actor=CLI_ACTOR, action="item.read", endpoint="goldenset item show", object_type="item", object_id=None, item_ids=[item])
+        record_read(engine, actor=CLI_ACTOR, action=AuditAction.ITEM_READ, endpoint="goldenset item show", object_type="item", object_id=None, item_ids=[item])
     if as_json:
         typer.echo(detail.model_dump_json(indent=2))
         return

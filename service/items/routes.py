@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from curation.editing import edit_item, item_revisions
 from curation.review import decide, review_batch, undo_review
+from schemas.audit import AuditAction
 from schemas.common import Instant
 from schemas.item import ItemDetail, ItemEdit, ItemPage, ItemRead, ItemRevisions, ItemStatus
 from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome, ReviewUndone
@@ -128,7 +129,7 @@ def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, sessi
     shown = Scope.SEALED.value in principal.scopes
     answer = item_revisions(session, item, sealed=sealed, shown=shown)
     if shown or not sealed:
-        audit_content_read(request, principal, [item_id], "item.sealed_revisions_read" if sealed else "item.revisions_read")
+        audit_content_read(request, principal, [item_id], AuditAction.ITEM_SEALED_REVISIONS_READ if sealed else AuditAction.ITEM_REVISIONS_READ)
     return answer
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from curation.runs.gate import judge_terms
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import read_model, utcnow
 from schemas.model_registry import Endpoint, EndpointCreate, EndpointRead, EndpointUpdate, Model, ModelCreate, ModelRead, ModelUpdate, TrainsOnInputs
 from schemas.runs import Run
@@ -79,7 +79,7 @@ def create_model(*, session: Session, data: ModelCreate, actor: str) -> Model:
         raise ProblemError(409, "Conflict", f"model {data.name!r} is already registered; change it with PATCH /v1/models/{data.name}")
     model = Model(**data.model_dump())
     session.add(model)
-    _audit(session, actor, "model.create", "model", data.name, data.model_dump(mode="json", exclude={"name"}))
+    _audit(session, actor, AuditAction.MODEL_CREATE, "model", data.name, data.model_dump(mode="json", exclude={"name"}))
     _commit_unique(session, "model", data.name)
     return model
 
@@ -90,7 +90,7 @@ def update_model(*, session: Session, model: Model, data: ModelUpdate, actor: st
         setattr(model, key, value if key in ("training_cutoff", "release_date") else (value if value is not None else getattr(model, key)))
     model.updated_at = utcnow()
     session.add(model)
-    _audit(session, actor, "model.update", "model", model.name, data.model_dump(mode="json", exclude_unset=True))
+    _audit(session, actor, AuditAction.MODEL_UPDATE, "model", model.name, data.model_dump(mode="json", exclude_unset=True))
     session.commit()
     return model
 
@@ -122,7 +122,7 @@ def create_endpoint(*, session: Session, data: EndpointCreate, actor: str) -> En
         augmentations=[augmentation.value for augmentation in data.augmentations],
     )
     session.add(endpoint)
-    _audit(session, actor, "endpoint.create", "endpoint", data.name, data.model_dump(mode="json", exclude={"name"}))
+    _audit(session, actor, AuditAction.ENDPOINT_CREATE, "endpoint", data.name, data.model_dump(mode="json", exclude={"name"}))
     _commit_unique(session, "endpoint", data.name)
     return endpoint
 
@@ -160,7 +160,7 @@ def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdat
     session.add(endpoint)
     details: dict[str, Any] = {"changes": data.model_dump(mode="json", exclude_unset=True)}
     details["terms_before"] = {key: value.isoformat() if isinstance(value, datetime) else value for key, value in before.items()}
-    _audit(session, actor, "endpoint.update", "endpoint", endpoint.name, details)
+    _audit(session, actor, AuditAction.ENDPOINT_UPDATE, "endpoint", endpoint.name, details)
     session.commit()
     return endpoint
 
@@ -190,5 +190,5 @@ def delete_endpoint(*, session: Session, endpoint: Endpoint, actor: str) -> None
     if session.exec(select(Run.id).where(Run.endpoint_id == endpoint.id).limit(1)).first() is not None:
         raise ProblemError(409, "Conflict", f"endpoint {endpoint.name!r} has runs in the exposure ledger and cannot be removed; mark its terms instead")
     session.delete(endpoint)
-    _audit(session, actor, "endpoint.delete", "endpoint", endpoint.name, {})
+    _audit(session, actor, AuditAction.ENDPOINT_DELETE, "endpoint", endpoint.name, {})
     session.commit()

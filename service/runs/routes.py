@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from sqlmodel import Session
 
 from curation.runs.exposure import eval_exposure, item_exposures
+from schemas.audit import AuditAction
 from schemas.evals import Split
 from schemas.model_registry import EndpointCreate, EndpointRead, EndpointUpdate, ModelCreate, ModelRead, ModelUpdate
 from schemas.release import Release
@@ -143,7 +144,7 @@ def items(
     after_id = decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key) if cursor else None
     page, last = run_items(session=session, run=run, after_id=after_id, limit=limit)
     sealed = run.split == Split.SEALED.value
-    action = "run.sealed_items_read" if sealed else "run.items_read"
+    action = AuditAction.RUN_SEALED_ITEMS_READ if sealed else AuditAction.RUN_ITEMS_READ
     audit_request_read(request, ContentRead(principal.actor, action, f"GET {request.url.path}", "run", str(run_id), [item.item_id for item in page]))
     next_cursor = encode_cursor(CURSOR_KIND, last, secret_key=secret_key) if last is not None else None
     return RunItemPage(run_id=run_id, canary=_canary(session, run), items=page, next_cursor=next_cursor)

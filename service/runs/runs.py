@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 from curation.runs.gate import SealedRunRequest, judge_sealed_run
 from curation.runs.ledger import record_run
 from curation.runs.scores import summarise
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.model_registry import Endpoint, Model
@@ -199,7 +199,7 @@ def _pass_gate(
             raise ProblemError(403, "Sealed run refused", str(exc), condition="sealed_budget") from exc
     assert decision.condition is not None
     details = {"condition": decision.condition.value, "endpoint": endpoint.name, "release": release.number, "trains_on_inputs": endpoint.trains_on_inputs}
-    session.add(AuditEvent(actor=actor, action="run.sealed_refused", object_type="eval", object_id=evaluation.name, count=0, details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RUN_SEALED_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details))
     session.commit()
     raise ProblemError(403, "Sealed run refused", decision.detail, condition=decision.condition.value)
 
@@ -227,7 +227,7 @@ def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str, t
     session.add_all(Result(run_id=run.id, item_id=entry.item_id, score=entry.score, human_success=entry.human_success, actor=actor, token_id=token_id) for entry in fresh)
     if fresh:
         details = {"item_ids": sorted(entry.item_id for entry in fresh)}
-        session.add(AuditEvent(actor=actor, action="run.results", object_type="run", object_id=str(run.id), count=len(fresh), details=details))
+        session.add(AuditEvent(actor=actor, action=AuditAction.RUN_RESULTS, object_type="run", object_id=str(run.id), count=len(fresh), details=details))
     session.commit()
     scored = int(session.exec(select(func.count()).select_from(Result).where(Result.run_id == run.id)).one())
     return ResultsAccepted(run_id=run.id, stored=len(fresh), unchanged=len(data.results) - len(fresh), scored=scored, remaining=run.item_count - scored)

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 from ingest.connectors.base import ConfigError, ConnectorConfig
 from ingest.connectors.registry import connector_class
 from ingest.mapping import NATIVE_MAPPING, Mapping, parse_mapping
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.item import Item
 from schemas.source import Source, SourceCreate, SourceKind, SourceRead, SourceStatus, SourceUpdate, WebhookDelivery
@@ -74,7 +74,7 @@ def create_source(*, session: Session, data: SourceCreate, secret_key: str, acto
     )
     session.add(source)
     session.flush()
-    session.add(AuditEvent(actor=actor, action="source.create", object_type="source", object_id=data.name, details={"kind": data.kind}))
+    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_CREATE, object_type="source", object_id=data.name, details={"kind": data.kind}))
     session.commit()
     return source, secret
 
@@ -99,7 +99,7 @@ def update_source(*, session: Session, source: Source, data: SourceUpdate, secre
     source.updated_at = utcnow()
     session.add(source)
     changed = sorted(present - {"connector"}) + (["connector"] if "connector" in present else [])
-    session.add(AuditEvent(actor=actor, action="source.update", object_type="source", object_id=source.name, details={"fields": changed}))
+    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_UPDATE, object_type="source", object_id=source.name, details={"fields": changed}))
     session.commit()
     return source
 
@@ -114,7 +114,7 @@ def delete_source(*, session: Session, source: Source, actor: str) -> None:
     # Its recent webhook deliveries go with it: they only guard against replays to this source.
     session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source.id))
     session.delete(source)
-    session.add(AuditEvent(actor=actor, action="source.delete", object_type="source", object_id=source.name))
+    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_DELETE, object_type="source", object_id=source.name))
     session.commit()
 
 
@@ -133,7 +133,7 @@ def set_source_mapping(*, session: Session, source: Source, mapping: dict[str, A
     source.mapping = mapping
     source.updated_at = utcnow()
     session.add(source)
-    session.add(AuditEvent(actor=actor, action="source.mapping", object_type="source", object_id=source.name))
+    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_MAPPING, object_type="source", object_id=source.name))
     session.commit()
 
 

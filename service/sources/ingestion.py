@@ -9,7 +9,7 @@ from sqlmodel import Session
 from ingest.mapping import CompiledMapping, Mapping
 from ingest.readers import RawRecord
 from ingest.store import ItemWriter
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.problem import IngestSummary
 from schemas.source import Source
 
@@ -34,7 +34,7 @@ def ingest_records(
     session.add(
         AuditEvent(
             actor=actor,
-            action="items.ingest",
+            action=AuditAction.ITEMS_INGEST,
             object_type="source",
             object_id=source.name,
             count=summary.new + summary.updated,

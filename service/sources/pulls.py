@@ -16,7 +16,7 @@ from ingest.connectors.base import AuthError, ConfigError, ConnectorContext, Con
 from ingest.connectors.registry import UnknownConnector, connector_class
 from ingest.mapping import CompiledMapping, MappingError
 from ingest.pull import PullProgress, run_pull
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceStatus
@@ -134,7 +134,7 @@ def _pull_locked(
         session.add(
             AuditEvent(
                 actor=actor,
-                action="source.pull",
+                action=AuditAction.SOURCE_PULL,
                 object_type="source",
                 object_id=name,
                 count=summary.new + summary.updated,

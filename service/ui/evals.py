@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from starlette.background import BackgroundTask
 
+from schemas.audit import AuditAction
 from schemas.common import MAX_COUNT
 from schemas.evals import ApprovalPolicy, Eval, EvalUpdate, Split
 from schemas.item import Item, ItemStatus
@@ -260,7 +261,7 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
             "used": sealed_reads_used(session=session, release=release),
             "previous": release.number - 1 if release.number > 1 else None,
         }
-    _audit_shown(request, who, object_id=f"{evaluation.name}/{release.number}", item_ids=[entry.item_id for entry in dev.entries], action="release.items_read")
+    _audit_shown(request, who, object_id=f"{evaluation.name}/{release.number}", item_ids=[entry.item_id for entry in dev.entries], action=AuditAction.RELEASE_ITEMS_READ)
     return page(request, "release.html", context)
 
 
@@ -285,7 +286,7 @@ def _audit_export(engine: Engine, *, actor: str, endpoint: str, name: str, relea
     record_read(
         engine,
         actor=actor,
-        action="release.export",
+        action=AuditAction.RELEASE_EXPORT,
         endpoint=endpoint,
         object_type="release",
         object_id=f"{name}/{release.number}",
@@ -318,5 +319,5 @@ def diff_page(request: Request, name: str, a: str, b: str) -> HTMLResponse:
         view = diff_releases(session, evaluation=evaluation, a=first, b=second, may_see_sealed=_sees_sealed(who), secret_key=secret_key(request))
         numbers = list(session.exec(select(Release.number).where(Release.eval_id == evaluation.id).order_by(col(Release.number))).all())
     details = {"from": first.number, "to": second.number}
-    _audit_shown(request, who, object_id=f"{evaluation.name}/{first.number}..{second.number}", item_ids=view.shown, action="release.diff_read", details=details)
+    _audit_shown(request, who, object_id=f"{evaluation.name}/{first.number}..{second.number}", item_ids=view.shown, action=AuditAction.RELEASE_DIFF_READ, details=details)
     return page(request, "release_diff.html", {"evaluation": evaluation, "view": view, "a": view.a, "b": view.b, "numbers": numbers})

@@ -28,6 +28,7 @@ from curation.editing import EditRefused, edit_item, item_revisions
 from curation.refusals import Refused
 from curation.review import ReviewRefused, decide
 from curation.runs.exposure import item_exposures
+from schemas.audit import AuditAction
 from schemas.common import MAX_ROW_ID
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval, EvalItem
@@ -51,7 +52,7 @@ from service.ui.worddiff import inline_diff
 router = ui_router()
 PAGE_SIZE = 50
 CURSOR_KIND = "ui-items"
-SEALED_READ = "item.sealed_read"
+SEALED_READ = AuditAction.ITEM_SEALED_READ
 MAX_TEXT = 1_000_000
 """Form fields are bounded by the request body limit; this only keeps a field from being unbounded."""
 """Longer texts are shown as removed and added whole: a word alignment of them would take too long."""
@@ -114,7 +115,7 @@ def _source_link(meta: dict[str, Any]) -> str | None:
 
 def _audit(request: Request, who: Principal, item_id: int, *, sealed: bool, shown: bool) -> None:
     if shown or not sealed:
-        audit_content_read(request, who, [item_id], SEALED_READ if sealed else "item.read")
+        audit_content_read(request, who, [item_id], SEALED_READ if sealed else AuditAction.ITEM_READ)
 
 
 def _visible_page(

@@ -25,6 +25,7 @@ from sqlmodel import Session, col, func, select
 
 from curation.dedup.answers import answer_question
 from curation.refusals import Refused
+from schemas.audit import AuditAction
 from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from schemas.source import Source
@@ -106,7 +107,9 @@ def questions_page(
     elif current is not None:  # one side withheld: the other is shown as it is, nothing compared
         sides = Sides(escape(current.item.title), escape(current.other.title), escape(current.item.input), escape(current.other.input))
     if shown_ids and current is not None:
-        record_read(engine, actor=who.actor, action="dedup.questions_read", endpoint=f"GET {PATH}", object_type="dedup_question", object_id=str(current.id), item_ids=shown_ids)
+        record_read(
+            engine, actor=who.actor, action=AuditAction.DEDUP_QUESTIONS_READ, endpoint=f"GET {PATH}", object_type="dedup_question", object_id=str(current.id), item_ids=shown_ids
+        )
     context: dict[str, Any] = {
         "current": current,
         "sides": sides,

@@ -31,9 +31,10 @@ from sqlmodel import Session, col, select
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
 from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review, undoable
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from schemas.evals import Eval
 from schemas.item import Item
+from schemas.lifecycle import ItemAction
 from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQueuePage
 from schemas.source import Source
 from schemas.token import Scope
@@ -62,7 +63,7 @@ logger = logging.getLogger(__name__)
 MAX_BULK = 200
 MAX_TEXT = 200
 MAX_POSITION = 10_000_000
-DECISIONS = ("item.approve", "item.reject", UNDONE)
+DECISIONS = (ItemAction.APPROVE, ItemAction.REJECT, UNDONE)
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def review_page(
     if neighbours:
         shown = [neighbour.item.id for neighbour in neighbours if neighbour.item.id is not None]
         object_id = str(current.id) if current else None
-        record_read(engine, actor=who.actor, action="item.similar_read", endpoint=viewer.endpoint, object_type="item", object_id=object_id, item_ids=shown)
+        record_read(engine, actor=who.actor, action=AuditAction.ITEM_SIMILAR_READ, endpoint=viewer.endpoint, object_type="item", object_id=object_id, item_ids=shown)
     return page(request, "review.html", _context(evaluation, queue, place, current, neighbours, no_neighbours, links, last, last_item, request))
 
 

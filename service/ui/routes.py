@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlmodel import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from schemas.audit import AuditEvent
+from schemas.audit import AuditAction, AuditEvent
 from service.core.admission import small_body
 from service.core.auth import TokenRefused
 from service.core.db import write_session
@@ -91,7 +91,7 @@ def login(
             audited = request.app.state.rate_limits.audits_refused_sign_in(address)
             metrics.sign_ins_refused.labels(str(audited).lower()).inc()
             if audited:
-                session.add(AuditEvent(actor="ui", action="ui.sign_in_refused", object_type="ui_session", object_id="", details={"why": str(exc)}))
+                session.add(AuditEvent(actor="ui", action=AuditAction.UI_SIGN_IN_REFUSED, object_type="ui_session", object_id="", details={"why": str(exc)}))
                 session.commit()
             return login_form(request, next=next, error=str(exc).replace("the bearer token", "This token").capitalize())
         session.commit()
