@@ -33,7 +33,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from ingest.connectors.base import BaseUrl, Connector, ConnectorConfig, ConnectorContext, MalformedPage, Page
 from ingest.connectors.http import json_body, send
-from ingest.connectors.keyset import KeysetCursor
+from ingest.connectors.keyset import KeysetCursor, SearchPage, walk
 from ingest.http import retry_after_seconds
 from ingest.mapping import RecordRejected
 from ingest.readers import RawRecord
@@ -201,43 +201,19 @@ class GitHubConnector(Connector[GitHubConfig]):
         return self.config.include_pull_requests or not is_pull_request(issue)
 
     def pages(self, cursor: str | None) -> Iterator[Page]:
-        position = KeysetCursor.loads(cursor)
+        """Issues updated since `cursor`, by the keyset walk (`ingest.connectors.keyset.walk`): a
+        fresh `since` query whenever the cursor moves, `next` links followed only while more
+        issues share the cursor's second than fit on a page."""
         self._read = 0
-        recheck: str | None = None  # a second whose issues are being read again before the cursor passes it
-        while True:
-            # A fresh keyset query from the cursor. Page links are only followed while the cursor
-            # stands still: when more issues share its second than fit on a page.
-            start = position.since
-            url, query = self._first_query(start)
-            next_url: str | None = url
-            params: dict[str, Any] | None = query
-            followed = found = again = False
-            while next_url is not None:
-                issues, next_url = self._get(next_url, params)
-                params = None  # the next link carries the whole query
-                fresh = [issue for issue in issues if not position.is_seen(self._boundary(issue), self._key(issue))]
-                found = found or any(self._boundary(issue) == start for issue in fresh)
-                if followed and start is not None:
-                    held = [issue for issue in fresh if (boundary := self._boundary(issue)) is None or boundary <= start]
-                    if len(held) < len(fresh) and (recheck != start or found):
-                        # Page offsets were followed through the second `start`: an issue edited
-                        # meanwhile moves to the end and slides a later one under the offset. Read
-                        # that second again (until a reading finds nothing new) before passing it.
-                        if held:
-                            position = position.advance((self._boundary(issue), self._key(issue)) for issue in held)
-                            yield self._page(held, position)
-                        recheck, again = start, True
-                        break
-                followed = True
-                if not fresh:
-                    continue
-                position = position.advance((self._boundary(issue), self._key(issue)) for issue in fresh)
-                yield self._page(fresh, position)
-                if position.since != start:
-                    again = next_url is not None
-                    break
-            if not again:
-                return
+        for batch in walk(KeysetCursor.loads(cursor), self._search, self._boundary, self._key):
+            yield self._page(batch.records, batch.cursor)
+
+    def _search(self, since: str | None, offset: int, token: str | None) -> SearchPage:
+        """One page: the first of a `since` query, or the one the previous page's `next` link
+        (`token`) names. GitHub reports no total; a page that moved past any issue counts as followed."""
+        url, params = (token, None) if token is not None else self._first_query(since)
+        issues, next_url = self._get(url, params)
+        return SearchPage(records=issues, total=None, is_last=next_url is None, token=next_url, advanced=max(len(issues), 1))
 
     def _page(self, fresh: list[Any], position: KeysetCursor) -> Page:
         records = []
