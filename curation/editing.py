@@ -22,10 +22,9 @@ from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
-from schemas.audit import AuditEvent
 from schemas.common import utcnow
 from schemas.item import EDITED_FIELDS, MAX_NOTE, FieldChange, Item, ItemRevision, ItemRevisions, ItemStatus, RevisionKind, RevisionRead, item_snapshot
-from schemas.lifecycle import MOVES, ItemAction, move
+from schemas.lifecycle import MOVES, ItemAction, move, unmoved
 
 TEXT_FIELDS = ("title", "input", "reference")
 # Statuses a change of the text sends back to dedup: the edited text is decided, then reviewed, again.
@@ -119,8 +118,7 @@ def edit_item(
     if any(name in TEXT_FIELDS for name in changed) and item.status in REDECIDED_ON_EDIT:
         event = move(item, ItemAction.EDIT, ItemStatus.CANDIDATE, actor=actor, details=details, at=now)
     else:  # a tags-only edit, or an item not yet decided: its status stays
-        unchanged = {"status_before": item.status, "status": item.status}
-        event = AuditEvent(actor=actor, action=ItemAction.EDIT.value, object_type="item", object_id=str(item.id), details={**details, **unchanged})
+        event = unmoved(item, ItemAction.EDIT, actor=actor, details=details, at=now)
     event.at = now
     session.add(item)
     session.add(event)

@@ -17,7 +17,7 @@ from curation.refusals import Refused
 from schemas.audit import AuditEvent
 from schemas.evals import EvalItem
 from schemas.item import Item, ItemStatus
-from schemas.lifecycle import MOVES, ItemAction, move
+from schemas.lifecycle import MOVES, ItemAction, is_move, move
 from schemas.problem import RecordError
 from schemas.release import Release
 from schemas.review import Decision, ReviewDecision, ReviewOutcome, ReviewUndone
@@ -108,7 +108,7 @@ def newest_move(session: Session, item_id: int) -> AuditEvent | None:
     event that left the status as it was (an edit of tags, a ruling apart) is no move."""
     query = select(AuditEvent).where(AuditEvent.object_type == "item", AuditEvent.object_id == str(item_id), col(AuditEvent.action).in_([action.value for action in ItemAction]))
     for event in session.exec(query.order_by(col(AuditEvent.id).desc()).limit(50)):
-        if "status_before" not in event.details or event.details["status_before"] != event.details.get("status"):
+        if is_move(event):
             return event
     return None
 

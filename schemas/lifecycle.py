@@ -86,3 +86,17 @@ def move(item: Item, action: ItemAction, to: ItemStatus, *, actor: str, details:
     item.status = to.value
     item.updated_at = at or utcnow()
     return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), "status_before": before.value, "status": to.value})
+
+
+def unmoved(item: Item, action: ItemAction, *, actor: str, details: Mapping[str, Any] | None = None, at: datetime | None = None) -> AuditEvent:
+    """The audit event of `action` taken on `item` without moving it (an edit of its tags, a ruling
+    apart that keeps its status): its status stays, named as both `status_before` and `status`."""
+    item.updated_at = at or utcnow()
+    stays = {"status_before": item.status, "status": item.status}
+    return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), **stays})
+
+
+def is_move(event: AuditEvent) -> bool:
+    """Whether audit event `event` moved its item: not one written by `unmoved` (events older than
+    this table, without `status_before`, count as moves)."""
+    return bool(event.details.get("status_before", object()) != event.details.get("status"))

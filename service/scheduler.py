@@ -36,6 +36,7 @@ from service.core.settings import Settings
 from service.core.tracing import traced
 from service.dedup.http_backend import EmbeddingEndpointRefused
 from service.dedup.runner import CurationBusy, run_curation
+from service.evals.definitions import release_count
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.sources.definitions import PLAIN_KINDS
 from service.sources.pulls import PullRefused, pull_source
@@ -178,6 +179,7 @@ def _period_missed(session: Session, evaluation: Eval, now: datetime) -> bool:
         period = period_at(evaluation.schedule, now)
     except ValueError:
         return False
-    if session.exec(select(Release.id).where(Release.eval_id == evaluation.id)).first() is None:
+    assert evaluation.id is not None
+    if not release_count(session, evaluation.id):
         return False
     return session.exec(select(Release.id).where(Release.eval_id == evaluation.id, Release.period_start == period.start)).first() is None

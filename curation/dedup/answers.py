@@ -43,16 +43,22 @@ def _later_first(session: Session, question: DedupQuestion) -> tuple[int, int]:
     return (item.id, other.id) if (item.occurred_at, item.id) >= (other.occurred_at, other.id) else (other.id, item.id)
 
 
-def _representative(session: Session, item_id: int) -> int:
-    """The item `item_id`'s `duplicate_of` chain leads to (itself when it is no duplicate)."""
-    current, seen = item_id, {item_id}
+def duplicate_chain(session: Session, item_id: int) -> list[int]:
+    """`item_id` and the items its `duplicate_of` chain leads through, in order; the last is its
+    representative (the item itself when it is no duplicate)."""
+    chain = [item_id]
     for _ in range(_CHAIN):
-        row = session.get(Item, current)
-        if row is None or row.duplicate_of is None or row.duplicate_of in seen:
-            return current
-        current = row.duplicate_of
-        seen.add(current)
-    return current
+        row = session.get(Item, chain[-1])
+        if row is None or row.duplicate_of is None or row.duplicate_of in chain:
+            break
+        chain.append(row.duplicate_of)
+    return chain
+
+
+def asked_pair(session: Session, question_id: int) -> tuple[int, ...]:
+    """The two items question `question_id` asks about (none when there is no such question)."""
+    question = session.get(DedupQuestion, question_id)
+    return () if question is None else (question.item_id, question.other_id)
 
 
 def answer_question(*, session: Session, question_id: int, ruling: QuestionRuling, note: str, actor: str, token_id: int | None) -> DedupQuestion:
@@ -75,7 +81,7 @@ def answer_question(*, session: Session, question_id: int, ruling: QuestionRulin
     why = note or f"answered dedup question {question_id}: {ruling.value}"
     if ruling is QuestionRuling.SAME:
         later, earlier = _later_first(session, question)
-        rule_duplicate_of(session=session, item_id=later, other_id=_representative(session, earlier), note=why, actor=actor)
+        rule_duplicate_of(session=session, item_id=later, other_id=duplicate_chain(session, earlier)[-1], note=why, actor=actor)
     else:
         rule_apart(session=session, item_id=question.item_id, other_id=question.other_id, note=why, actor=actor)
     session.add(

@@ -19,12 +19,11 @@ from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
-from schemas.audit import AuditEvent
-from schemas.common import read_model, utcnow
+from schemas.common import read_model
 from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
 from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.item import Item, ItemStatus
-from schemas.lifecycle import ItemAction, move
+from schemas.lifecycle import ItemAction, move, unmoved
 
 _DUPLICATES = (ItemStatus.DUPLICATE.value, ItemStatus.CONTAMINATED.value)
 # Why an item in a status no ruling may change is refused: (reason, what to tell the person).
@@ -66,8 +65,7 @@ def _record(
     if to.value != item.status or duplicate_of != item.duplicate_of:
         event = move(item, action, to, actor=actor, details=facts)
     else:
-        event = AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**facts, "status_before": item.status, "status": item.status})
-        item.updated_at = utcnow()
+        event = unmoved(item, action, actor=actor, details=facts)
     item.duplicate_of = duplicate_of
     session.add(item)
     session.add(DedupOverride(item_id=item.id, other_id=other_id, kind=kind.value, note=note, actor=actor))

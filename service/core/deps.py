@@ -47,12 +47,9 @@ def _unit_of_work(request: Request, session: Session, *, commit: bool) -> Iterat
         yield session
         if commit:
             session.commit()
-    except BaseException:
+    finally:
         _close(session)
         request.state.pending_reads = request.state.after_commit = None
-        raise
-    _close(session)
-    request.state.pending_reads = request.state.after_commit = None
     record_reads(request.app.state.engine, pending)
     for task in waiting:
         task()

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.core.problems import POOL_RETRY_AFTER_SECONDS, problem_response
+from service.core.problems import pool_saturated, problem_response
 
 logger = logging.getLogger("goldenset.database")
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
@@ -101,10 +101,7 @@ class DisconnectRecovery:
             except PoolTimeout:
                 if started:
                     raise
-                logger.warning("%s %s found no free database connection in time: answering 503", scope["method"], scope["path"])
-                detail = f"every database connection of this process is in use; nothing was done: send the request again after {POOL_RETRY_AFTER_SECONDS} s"
-                headers = {"Retry-After": str(POOL_RETRY_AFTER_SECONDS)}
-                await problem_response(503, "Service Unavailable", detail, instance=scope["path"], headers=headers)(scope, receive, send)
+                await pool_saturated(scope["method"], scope["path"])(scope, receive, send)
                 return
             except Exception as exc:
                 if started or not connection_lost(exc):

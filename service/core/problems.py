@@ -82,6 +82,14 @@ def database_problem(exc: IntegrityError | OperationalError) -> ProblemError | N
     return None
 
 
+def pool_saturated(method: str, path: str) -> JSONResponse:
+    """The answer to a request that found no free pooled connection within GOLDENSET_DB_POOL_TIMEOUT
+    (in its route or before it), logged: 503 with `Retry-After`, nothing done."""
+    logger.warning("%s %s found no free database connection in time: answering 503", method, path)
+    detail = f"every database connection of this process is in use; nothing was done: send the request again after {POOL_RETRY_AFTER_SECONDS} s"
+    return problem_response(503, "Service Unavailable", detail, instance=path, headers={"Retry-After": str(POOL_RETRY_AFTER_SECONDS)})
+
+
 def problem_response(status: int, title: str, detail: str | None, *, instance: str | None = None, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
     """A problem+json response."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
@@ -172,9 +180,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PoolTimeout)
     async def _saturated(request: Request, exc: PoolTimeout) -> JSONResponse:
-        logger.warning("%s %s found no free database connection in time", request.method, request.url.path)
-        detail = f"every database connection of this process is in use; nothing was done: send the request again after {POOL_RETRY_AFTER_SECONDS} s"
-        return problem_response(503, "Service Unavailable", detail, instance=request.url.path, headers={"Retry-After": str(POOL_RETRY_AFTER_SECONDS)})
+        return pool_saturated(request.method, request.url.path)
 
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused) -> JSONResponse:

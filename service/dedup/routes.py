@@ -24,7 +24,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.dedup.answers import answer_question
+from curation.dedup.answers import answer_question, asked_pair
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
@@ -33,7 +33,7 @@ from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
 from schemas.audit import AuditAction
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
-from schemas.dedup_questions import DedupQuestion, DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
+from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
 from schemas.token import Scope
 from service.core.audit import audit_content_read
@@ -45,7 +45,7 @@ from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
 from service.dedup.questions import one_question, question_page
 from service.dedup.reader import DedupReader
 from service.dedup.reads import low_margin_for_readers, stats_for_readers
-from service.evals.sealed_review import revealed_evals
+from service.evals.sealed_review import revealed_to
 from service.items.reads import answer_after_write, shown_item, similar_reads
 from service.items.ruling_guard import guarded_ruling
 from service.items.shaping import ShownItem, withheld
@@ -195,7 +195,7 @@ def _ruled(request: Request, principal: Principal, session: Session, secret_key:
     """Apply a ruling on `item_ids` (the first is the item answered) and answer that item as it is
     now (without its content when it is sealed); a ruling blind on a sealed-bound item, or one that
     would show the caller one, is refused (`service.items.ruling_guard`)."""
-    guarded_ruling(session=session, item_ids=item_ids, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
+    guarded_ruling(session=session, item_ids=item_ids, secret_key=secret_key, revealed=revealed_to(session=session, principal=principal), rule=rule)
     return answer_after_write(request, principal, session, item_ids[0], secret_key=secret_key)
 
 
@@ -246,9 +246,6 @@ def low_margin(
     return low_margin_for_readers(session=session, secret_key=secret_key, sources=None if source is None else [source], margin=margin, limit=limit)
 
 
-def _revealed(session: Session, principal: Principal) -> set[int]:
-    """The evals on which the caller holds an open sealed review window (only with the `sealed` scope)."""
-    return revealed_evals(session=session, token_id=principal.token_id) if Scope.SEALED.value in principal.scopes else set()
 
 
 def _audit_shown(request: Request, principal: Principal, shown: Sequence[ShownItem]) -> None:
@@ -274,7 +271,7 @@ def questions(
     and why the pair was asked. `state=answered` exports the curators' rulings: labelled pairs
     for refitting the judge."""
     reads, shown, next_cursor = question_page(
-        session=session, secret_key=secret_key, source=source, state=state, limit=limit, cursor=cursor, revealed=_revealed(session, principal)
+        session=session, secret_key=secret_key, source=source, state=state, limit=limit, cursor=cursor, revealed=revealed_to(session=session, principal=principal)
     )
     _audit_shown(request, principal, shown)
     return DedupQuestionPage(questions=reads, next_cursor=next_cursor)
@@ -286,11 +283,10 @@ def answer(question_id: IdPath, data: QuestionAnswer, request: Request, principa
     earlier, `distinct` rules the pair apart (never matched again); either is a ruling (stage
     `override`, audited) that every later curation run keeps. Refused: `not_found` (404),
     `already_answered` and `withdrawn` (409), and a ruling's own refusals (409, e.g. `reviewed`)."""
-    asked = session.get(DedupQuestion, question_id)
-    pair = () if asked is None else (asked.item_id, asked.other_id)
+    revealed = revealed_to(session=session, principal=principal)
     rule = partial(answer_question, session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
-    guarded_ruling(session=session, item_ids=pair, secret_key=secret_key, revealed=_revealed(session, principal), rule=rule)
-    read, shown = one_question(session=session, question_id=question_id, secret_key=secret_key, revealed=_revealed(session, principal))
+    guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key, revealed=revealed, rule=rule)
+    read, shown = one_question(session=session, question_id=question_id, secret_key=secret_key, revealed=revealed)
     if read is None:
         raise ProblemError(404, "Not Found", f"no dedup question with id {question_id}")
     _audit_shown(request, principal, shown)

@@ -31,7 +31,9 @@ from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.release import Release
 from schemas.review import ReviewQueuePage, SealedReviewWindow
+from schemas.token import Scope
 from service.core.audit import record_read
+from service.core.auth import Principal
 from service.evals.definitions import seal_keys
 from service.evals.review_queue import QueueFilters, source_queue
 
@@ -105,6 +107,12 @@ def revealed_evals(*, session: Session, token_id: int | None, now: datetime | No
     `revealed` of `service.items.shaping`."""
     windows = open_sealed_reviews(session=session, token_id=token_id, now=now)
     return {eval_id for eval_id in session.exec(select(Eval.id).where(col(Eval.name).in_(sorted(windows)))).all() if eval_id is not None}
+
+
+def revealed_to(*, session: Session, principal: Principal) -> set[int]:
+    """The evals on which `principal` holds an open sealed review window (`revealed_evals`); none
+    without the `sealed` scope."""
+    return revealed_evals(session=session, token_id=principal.token_id) if Scope.SEALED.value in principal.scopes else set()
 
 
 def sealed_review_open_until(*, session: Session, evaluation: Eval, token_id: int | None, now: datetime | None = None) -> datetime | None:

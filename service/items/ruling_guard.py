@@ -27,14 +27,12 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
+from curation.dedup.answers import duplicate_chain
 from curation.refusals import Refused
-from schemas.item import Item
 from service.evals.definitions import seal_keys
 from service.items.shaping import hidden_from_reader, remembered_keys
 
 T = TypeVar("T")
-
-_CHAIN = 64
 
 
 class SealedRulingRefused(Refused):
@@ -49,27 +47,14 @@ def _refusal(item_ids: Collection[int]) -> SealedRulingRefused:
     return SealedRulingRefused("sealed_item", detail + remedy, 403)
 
 
-def _with_representatives(session: Session, item_ids: Collection[int]) -> set[int]:
-    """`item_ids` and every item their `duplicate_of` chains lead to: a ruling links an item to one
-    of these (a `same` answer to the earlier item's representative), so their groups are every
-    group the ruling can join."""
-    found = set(item_ids)
-    frontier = set(found)
-    for _ in range(_CHAIN):
-        targets = {item.duplicate_of for item_id in frontier if (item := session.get(Item, item_id)) is not None and item.duplicate_of is not None}
-        frontier = targets - found
-        if not frontier:
-            break
-        found |= frontier
-    return found
-
-
 def guarded_ruling(*, session: Session, item_ids: Collection[int], secret_key: str, revealed: Collection[int], rule: Callable[[], T]) -> T:
     """Run `rule()` (a ruling on `item_ids`, in `session`, not committed) when the caller, who holds
     open sealed review windows on the evals `revealed`, may read every item the ruling can link
     (see the module); raises SealedRulingRefused (403 `sealed_item`) before it runs otherwise.
     Returns what `rule()` returns."""
-    linked = _with_representatives(session, item_ids)
+    # A ruling links an item to one of these (a `same` answer to the earlier item's representative),
+    # so their groups are every group the ruling can join.
+    linked = {linked_id for item_id in item_ids for linked_id in duplicate_chain(session, item_id)}
     if blind := hidden_from_reader(session, linked, remembered_keys(seal_keys(secret_key=secret_key)), revealed):
         raise _refusal(blind)
     return rule()

@@ -42,7 +42,7 @@ from service.core.cursors import decode_time_id_cursor, encode_cursor
 from service.core.db import write_session
 from service.core.problems import ProblemError
 from service.evals.definitions import seal_keys
-from service.evals.sealed_review import revealed_evals, sealed_view_covers
+from service.evals.sealed_review import revealed_to, sealed_view_covers
 from service.items.reads import explain_decision, named_items
 from service.items.ruling_guard import SealedRulingRefused, guarded_ruling
 from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys, shape_item, shape_items
@@ -71,15 +71,10 @@ def _item(session: Session, item_id: int) -> tuple[Item, str]:
     return row[0], row[1]
 
 
-def _revealed(session: Session, who: Principal) -> set[int]:
-    """The evals on which `who` holds an open sealed review window (none without the `sealed` scope)."""
-    return revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
-
-
 def _shown(session: Session, request: Request, who: Principal, item: Item, source: str) -> ShownItem:
     """The item as `who` may see it: a sealed-bound item in full only with the `sealed` scope and
     an open sealed review window on every eval that seals it (`service.items.shaping`)."""
-    return shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=_revealed(session, who))
+    return shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=revealed_to(session=session, principal=who))
 
 
 def _next_path(value: str | None) -> str | None:
@@ -213,7 +208,7 @@ def _item_page(request: Request, item_id: int, *, error: str = "", status: int =
     who = need(request, Scope.READ, "Reading an item")
     with Session(request.app.state.engine) as session:
         item, source = _item(session, item_id)
-        revealed = _revealed(session, who)
+        revealed = revealed_to(session=session, principal=who)
         shown = shape_item(session=session, item=item, source=source, secret_key=secret_key(request), revealed=revealed)
         sealers = _sealers(session, request, item_id, source) if shown.withheld else []
         context = _item_context(session, item, sealed=shown.sealed, shown=not shown.withheld, secret_key=secret_key(request), revealed=revealed)
@@ -240,7 +235,7 @@ def _acted(
             if ruling_by is None:
                 action(session=session)
             else:
-                revealed = _revealed(session, ruling_by)
+                revealed = revealed_to(session=session, principal=ruling_by)
                 guarded_ruling(session=session, item_ids=ruled, secret_key=secret_key(request), revealed=revealed, rule=partial(action, session=session))
             session.commit()
         except (ReviewRefused, OverrideRefused, SealedRulingRefused) as exc:

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from markupsafe import Markup, escape
 from sqlmodel import Session, col, func, select
 
-from curation.dedup.answers import answer_question
+from curation.dedup.answers import answer_question, asked_pair
 from curation.refusals import Refused
 from schemas.audit import AuditAction
 from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
@@ -31,10 +31,9 @@ from schemas.item import Item
 from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
-from service.core.auth import Principal
 from service.core.db import write_session
 from service.dedup.questions import question_reads
-from service.evals.sealed_review import revealed_evals
+from service.evals.sealed_review import revealed_to
 from service.items.ruling_guard import guarded_ruling
 from service.ui.pages import done, need, page, secret_key, ui_router
 from service.ui.worddiff import side_by_side
@@ -72,9 +71,6 @@ def _sources(session: Session) -> list[str]:
     return list(session.exec(query).all())
 
 
-def _revealed(session: Session, who: Principal) -> set[int]:
-    """The evals on which `who` holds an open sealed review window (none without the `sealed` scope)."""
-    return revealed_evals(session=session, token_id=who.token_id) if Scope.SEALED.value in who.scopes else set()
 
 
 @router.get(PATH)
@@ -89,7 +85,7 @@ def questions_page(
         ids = _open_ids(session, source or None)
         if ids and at > len(ids):
             return RedirectResponse(_url(source, len(ids)), status_code=303)  # type: ignore[return-value]
-        revealed = _revealed(session, who)
+        revealed = revealed_to(session=session, principal=who)
         current: DedupQuestionRead | None = None
         shown_ids: list[int] = []
         if ids:
@@ -139,10 +135,9 @@ def answer(
     back = _url(source or None, at)
     try:
         with write_session(request.app.state.engine) as session:
-            asked = session.get(DedupQuestion, question_id)
-            pair = () if asked is None else (asked.item_id, asked.other_id)
             rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
-            answered = guarded_ruling(session=session, item_ids=pair, secret_key=secret_key(request), revealed=_revealed(session, who), rule=rule)
+            revealed = revealed_to(session=session, principal=who)
+            answered = guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key(request), revealed=revealed, rule=rule)
             pair = (answered.item_id, answered.other_id)
             session.commit()
     except Refused as exc:

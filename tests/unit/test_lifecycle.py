@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from schemas.item import Item, ItemStatus
-from schemas.lifecycle import CURATION_MOVES, MOVES, IllegalMove, ItemAction, move
+from schemas.lifecycle import CURATION_MOVES, MOVES, IllegalMove, ItemAction, is_move, move, unmoved
 
 
 def _item(status: ItemStatus) -> Item:
@@ -28,6 +28,7 @@ def test_every_move_writes_one_event_and_every_other_is_refused(action: ItemActi
             assert item.status == after.value and item.updated_at is not None
             assert (event.action, event.actor, event.object_type, event.object_id) == (action.value, "someone", "item", "7")
             assert event.details == {"note": "why", "status_before": before.value, "status": after.value}
+            assert is_move(event) == (before != after)
         else:
             with pytest.raises(IllegalMove, match=action.value):
                 move(item, action, after, actor="someone")
@@ -39,3 +40,10 @@ def test_no_move_leaves_or_enters_a_reference_or_retired_item_and_curation_only_
         assert not {ItemStatus.REFERENCE, ItemStatus.RETIRED} & (allowed.sources | allowed.targets)
     assert set(CURATION_MOVES[ItemStatus.CANDIDATE]) == {ItemStatus.UNIQUE, ItemStatus.DUPLICATE, ItemStatus.CONTAMINATED}
     assert all(ItemStatus.APPROVED not in targets and ItemStatus.REJECTED not in targets for targets in CURATION_MOVES.values())
+
+
+def test_an_action_that_leaves_the_status_is_recorded_as_no_move() -> None:
+    item = _item(ItemStatus.APPROVED)
+    event = unmoved(item, ItemAction.EDIT, actor="someone", details={"fields": ["tags"]})
+    assert item.status == "approved" and item.updated_at is not None
+    assert event.details == {"fields": ["tags"], "status_before": "approved", "status": "approved"} and not is_move(event)
