@@ -76,6 +76,18 @@ class LazyCommands(TyperGroup):
             return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1], short_help=COMMANDS[cmd_name][1])
         return load_command(cmd_name)
 
+    def invoke(self, ctx: Context) -> object:
+        """Run the command; a decision the domain refuses is answered here, once for every command
+        (`service.core.terminal.refusal_exit`), so no command catches a refusal itself."""
+        from curation.refusals import Refused
+
+        try:
+            return super().invoke(ctx)
+        except Refused as exc:
+            from service.core.terminal import refusal_exit
+
+            raise refusal_exit(exc) from exc
+
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         self.listing = True
         try:

@@ -30,6 +30,7 @@ from rich.progress import (
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session
 
+from curation.refusals import Refused
 from service.core.db import make_engine, migrate, normalise_database_url, write_session
 from service.core.remote import is_remote
 from service.core.settings import get_settings
@@ -51,6 +52,18 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print `message` as an error and return the exit (raise it) with status `code`."""
     err.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code)
+
+
+REFUSAL_EXITS = {403: EXIT_REFUSED, 404: EXIT_USAGE}
+"""A refusal's exit status by its HTTP status: a gate (403) is 4, something missing (404) is 2, any
+other refused decision (409, 422) is 3."""
+
+
+def refusal_exit(exc: Refused) -> typer.Exit:
+    """The one answer of every command to a decision the domain refused (`curation.refusals.Refused`):
+    its reason and detail printed, and the exit status that fits its HTTP status (`REFUSAL_EXITS`).
+    Commands do not catch refusals themselves; `service.cli` turns them into this."""
+    return fail(f"refused ({exc.reason}): {exc.detail}", REFUSAL_EXITS.get(exc.status, EXIT_REJECTED))
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shapes) on stdout instead of a table.")]
