@@ -11,11 +11,10 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from curation.dedup.embeddings import Encoder
 from service.core import routes as core_routes
-from service.core.db import make_engine
+from service.core.db import make_engine, write_transaction
 from service.core.disconnects import DisconnectRecovery
 from service.core.guard import RequestGuard
 from service.core.metrics import Metrics
@@ -104,7 +103,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_development_secret_key(settings)
         if settings.admin_token is not None:
-            with Session(engine) as session:
+            with write_transaction(engine) as session:
                 ensure_bootstrap_admin(session=session, admin_token=settings.admin_token.get_secret_value())
         try:
             yield

@@ -31,7 +31,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session
 
 from service.app import create_app
-from service.core.db import make_engine, migrate
+from service.core.db import make_engine, migrate, write_transaction
 from service.core.logs import configure_logging
 from service.core.settings import Settings
 from service.core.tokens import create_token
@@ -154,7 +154,7 @@ class LiveServer:
 
     def token(self, *scopes: str, name: str | None = None) -> str:
         """A new token with `scopes`; without `name`, a fresh one (names are unique among active tokens)."""
-        with Session(self.engine) as session:
+        with write_transaction(self.engine) as session:
             plaintext, _ = create_token(session=session, name=name or f"test-{next(TOKEN_NUMBERS)}", scopes=list(scopes))
         return plaintext
 

@@ -13,7 +13,7 @@ from schemas.common import utcnow
 from schemas.evals import EvalCreate, Split
 from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.release import Release, ReleaseItem
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
@@ -61,7 +61,7 @@ def register(engine: Engine, *, model: str = "m1", endpoints: dict[str, TrainsOn
 
 def token(engine: Engine, *scopes: str, name: str | None = None) -> str:
     """A new token with `scopes`; without `name`, a fresh one (names are unique among active tokens)."""
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         plaintext, _ = create_token(session=session, name=name or f"t-{next(TOKEN_NUMBERS)}", scopes=list(scopes))
     return plaintext
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy import update
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.refusals import Refused
 from schemas.common import utcnow
 from schemas.evals import Split
 from schemas.token import ApiToken, Scope, effective_scopes
 from service.core.admission import needs_scopes
 from service.core.crypto import sha256_hex
+from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.tokens import format_expiry
 
@@ -42,32 +45,65 @@ class Principal:
         return f"token:{self.name}"
 
 
-class TokenRefused(ValueError):
-    """A token that opens nothing: unknown, revoked or expired (the message says which)."""
+class TokenRefused(Refused):
+    """A token that opens nothing (`curation.refusals.Refused`, status 401): `token_unknown`,
+    `token_revoked` or `token_expired`, the detail saying which. The API answers it 401 with
+    `WWW-Authenticate` (`authenticate`); the web UI's sign-in form shows it (`service.ui.routes`)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail, 401)
 
 
-def principal_of(session: Session, token: ApiToken | None) -> Principal:
-    """The principal of a stored token, or TokenRefused when it is missing, revoked or expired;
-    its `last_used_at` is moved on (at most once a minute; the session is committed then)."""
+def stored_token(session: Session, plaintext: str) -> ApiToken | None:
+    """The stored token whose value is `plaintext` (by its hash), if any."""
+    return session.exec(select(ApiToken).where(ApiToken.token_hash == sha256_hex(plaintext))).first()
+
+
+def admitted(token: ApiToken | None, now: datetime | None = None) -> Principal | TokenRefused:
+    """The principal of a stored token, or the refusal saying why it opens nothing: missing,
+    revoked, or expired at `now` (default: the current time). The refusal is returned, not raised:
+    each caller decides what a refused token means to it (a 401, no session, the sign-in form)."""
+    now = now or utcnow()
     if token is None or token.id is None:
-        raise TokenRefused("the bearer token is not valid")
+        return TokenRefused("token_unknown", "the bearer token is not valid")
     if token.revoked_at is not None:
-        raise TokenRefused("the bearer token was revoked")
-    now = utcnow()
+        return TokenRefused("token_revoked", "the bearer token was revoked")
     if token.expired(now):
-        raise TokenRefused(f"the bearer token expired on {format_expiry(token.expires_at)}; create a new one with `goldenset token create`")
-    principal = Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        # End the read first: a write in a fresh transaction waits for SQLite's lock politely.
-        session.commit()
+        return TokenRefused("token_expired", f"the bearer token expired on {format_expiry(token.expires_at)}; create a new one with `goldenset token create`")
+    return Principal(token_id=token.id, name=token.name, scopes=frozenset(effective_scopes(token.scopes)))
+
+
+def _stale(token: ApiToken, now: datetime) -> bool:
+    return token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION
+
+
+def mark_used(session: Session, token: ApiToken, now: datetime | None = None) -> None:
+    """Move the token's `last_used_at` on to `now`, at most once a minute; the caller's unit of
+    work commits."""
+    now = now or utcnow()
+    if _stale(token, now):
         session.exec(update(ApiToken).where(col(ApiToken.id) == token.id).values(last_used_at=now))
-        session.commit()
-    return principal
+
+
+def record_use(engine: Engine, token: ApiToken) -> None:
+    """`mark_used` in a unit of work of its own, opened only when `last_used_at` is due to move
+    (at most once a minute). The read that found the token has ended by then, so on SQLite the
+    write waits for the lock in a fresh transaction instead of failing to upgrade a read."""
+    if _stale(token, utcnow()):
+        with write_transaction(engine) as session:
+            mark_used(session, token)
 
 
 def token_principal(session: Session, plaintext: str) -> Principal:
-    """The principal of a token given in plain text (`principal_of`)."""
-    return principal_of(session, session.exec(select(ApiToken).where(ApiToken.token_hash == sha256_hex(plaintext))).first())
+    """The principal of a token given in plain text, its use recorded in `session` (`mark_used`;
+    the caller's unit of work commits). Raises TokenRefused when it opens nothing."""
+    token = stored_token(session, plaintext)
+    found = admitted(token)
+    if isinstance(found, TokenRefused):
+        raise found
+    assert token is not None
+    mark_used(session, token)
+    return found
 
 
 def _unauthorized(detail: str) -> ProblemError:
@@ -77,7 +113,8 @@ def _unauthorized(detail: str) -> ProblemError:
 def authenticate(request: Request) -> Principal:
     """The principal behind the request's bearer token; 401 when it is missing, unknown, revoked or
     expired (each with its own detail). Looked up once per request: the guard in front of the
-    routes (`service.core.guard`) authenticates first, and routes reuse its answer."""
+    routes (`service.core.guard`) authenticates first, and routes reuse its answer. The token is
+    read in one transaction and its use recorded after it (`record_use`)."""
     known = getattr(request.state, "principal", None)
     if isinstance(known, Principal):
         return known
@@ -89,10 +126,12 @@ def authenticate(request: Request) -> Principal:
         raise _unauthorized("the Authorization header must be 'Bearer <token>'")
     engine = request.app.state.engine
     with Session(engine, expire_on_commit=False) as session:
-        try:
-            principal = token_principal(session, credentials.strip())
-        except TokenRefused as exc:
-            raise _unauthorized(str(exc)) from exc
+        token = stored_token(session, credentials.strip())
+    principal = admitted(token)
+    if isinstance(principal, TokenRefused):
+        raise _unauthorized(principal.detail)
+    assert token is not None
+    record_use(engine, token)
     request.state.principal = principal
     return principal
 

@@ -2,7 +2,9 @@
 
 PostgreSQL: a session advisory lock on a connection held for the lock's lifetime, opened outside
 the engine's pool (a pull or a refresh may hold it for minutes; the pool's connections are the
-requests'), so work done under the lock takes at most one pooled connection at a time. SQLite: an
+requests'), so work done under the lock takes at most one pooled connection at a time. That
+connection runs in autocommit: it never holds a transaction open while the lock is held, and
+taking and releasing the lock are not part of any unit of work. SQLite: an
 exclusive `flock` on a file beside the database. Either is released by the operating system or
 the server when the holder is killed, so a crashed pull never blocks the next one.
 """
@@ -35,12 +37,13 @@ _lock_engines_guard = threading.Lock()
 
 def _lock_engine(engine: Engine) -> Engine:
     """An engine over `engine`'s database whose connections are opened for each lock and closed
-    with it, never taken from `engine`'s pool."""
+    with it, never taken from `engine`'s pool, and run in autocommit (each statement takes effect
+    alone, so no transaction stays open for the minutes a lock is held)."""
     key = engine.url.render_as_string(hide_password=False)
     with _lock_engines_guard:
         found = _lock_engines.get(key)
         if found is None:
-            found = _lock_engines[key] = create_engine(engine.url, poolclass=NullPool, hide_parameters=True)
+            found = _lock_engines[key] = create_engine(engine.url, poolclass=NullPool, hide_parameters=True, isolation_level="AUTOCOMMIT")
         return found
 
 
@@ -51,14 +54,12 @@ def exclusive(engine: Engine, name: str) -> Iterator[None]:
     if url.get_backend_name() == "postgresql":
         with _lock_engine(engine).connect() as connection:
             acquired = connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": _lock_key(name)}).scalar()
-            connection.commit()
             if not acquired:
                 raise LockBusy(name)
             try:
                 yield
             finally:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _lock_key(name)})
-                connection.commit()
         return
     database = url.database or ""
     if not database or database == ":memory:":

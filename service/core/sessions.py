@@ -1,6 +1,6 @@
 """Web UI sessions: signing in with an API token, the session cookie, and CSRF values.
 
-Signing in checks the token as the API does (`service.core.auth.principal_of`) and opens a
+Signing in checks the token as the API does (`service.core.auth.admitted`) and opens a
 `schemas.token.UiSession`. The browser gets one cookie, `COOKIE`: the session's id and a random
 secret, signed with `GOLDENSET_SECRET_KEY` (itsdangerous, with the time it was signed), HttpOnly,
 SameSite=Strict, scoped to `/ui`, Secure when the request came over HTTPS. Only the secret's
@@ -28,7 +28,7 @@ from sqlmodel import Session
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.token import ApiToken, UiSession
-from service.core.auth import Principal, TokenRefused, principal_of, token_principal
+from service.core.auth import Principal, TokenRefused, admitted, record_use, token_principal
 from service.core.crypto import sha256_hex
 
 COOKIE = "goldenset_ui"
@@ -54,7 +54,8 @@ def _signer(secret_key: str) -> TimestampSigner:
 
 def sign_in(session: Session, *, token: str, secret_key: str, hours: int) -> tuple[str, SignedIn]:
     """Open a session for the token given in plain text; returns the cookie value and the session.
-    Raises `TokenRefused` (unknown, revoked or expired). Audited (`ui.sign_in`); the caller commits."""
+    Raises `TokenRefused` (unknown, revoked or expired) before writing anything. Audited
+    (`ui.sign_in`); the caller's unit of work commits."""
     principal = token_principal(session, token.strip())
     secret = secrets.token_urlsafe(32)
     row = UiSession(token_id=principal.token_id, secret_hash=sha256_hex(secret), csrf=secrets.token_urlsafe(32), expires_at=utcnow() + timedelta(hours=hours))
@@ -70,7 +71,8 @@ def sign_in(session: Session, *, token: str, secret_key: str, hours: int) -> tup
 
 def signed_in(engine: Engine, cookie: str | None, *, secret_key: str, hours: int) -> SignedIn | None:
     """The session a cookie opens, or None: a bad signature, an unknown, ended or expired
-    session, or a token that no longer opens anything."""
+    session, or a token that no longer opens anything. Read in one transaction; the token's use is
+    recorded after it, in a unit of work of its own (`service.core.auth.record_use`)."""
     if not cookie:
         return None
     try:
@@ -84,16 +86,17 @@ def signed_in(engine: Engine, cookie: str | None, *, secret_key: str, hours: int
         row = session.get(UiSession, int(session_id))
         if row is None or row.ended_at is not None or row.expires_at <= utcnow() or not hmac.compare_digest(row.secret_hash, sha256_hex(secret)):
             return None
-        try:
-            principal = principal_of(session, session.get(ApiToken, row.token_id))
-        except TokenRefused:
-            return None
-        assert row.id is not None
-        return SignedIn(row.id, principal, row.csrf, row.expires_at)
+        token = session.get(ApiToken, row.token_id)
+    principal = admitted(token)
+    if isinstance(principal, TokenRefused):
+        return None  # a revoked or expired token ends its sessions
+    assert row.id is not None and token is not None
+    record_use(engine, token)
+    return SignedIn(row.id, principal, row.csrf, row.expires_at)
 
 
 def sign_out(session: Session, signed: SignedIn) -> None:
-    """End a session (audited `ui.sign_out`); the caller commits."""
+    """End a session (audited `ui.sign_out`); the caller's unit of work commits."""
     row = session.get(UiSession, signed.session_id)
     if row is not None and row.ended_at is None:
         row.ended_at = utcnow()

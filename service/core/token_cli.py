@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from schemas.common import utcnow
 from schemas.token import ApiToken
-from service.core.terminal import CLI_ACTOR, JsonOption, err, fail, open_write_session, out, print_json, print_secret
+from service.core.db import write_transaction
+from service.core.terminal import CLI_ACTOR, JsonOption, err, fail, open_engine, out, print_json, print_secret
 from service.core.tokens import create_token, format_expiry, parse_expiry, revoke_token
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -29,7 +30,7 @@ def token_create(
         expires_at = parse_expiry(expires_in=expires_in, expires=expires)
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    with open_write_session() as session:
+    with write_transaction(open_engine()) as session:
         try:
             plaintext, token = create_token(session=session, name=name, scopes=scopes, actor=CLI_ACTOR, expires_at=expires_at)
         except ValueError as exc:
@@ -43,7 +44,7 @@ def token_create(
 def token_list(as_json: JsonOption = False) -> None:
     """List tokens (never their values): scopes, creation, expiry (`never` without one; `expired`
     once past), last use (to the minute; `-` when never used) and revocation. Times are UTC."""
-    with open_write_session() as session:
+    with Session(open_engine()) as session:
         tokens = session.exec(select(ApiToken).order_by(col(ApiToken.id))).all()
     now = utcnow()
     if as_json:
@@ -60,7 +61,7 @@ def token_list(as_json: JsonOption = False) -> None:
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (see `goldenset token list`).")]) -> None:
     """Revoke a token; requests bearing it get 401 from now on."""
-    with open_write_session() as session:
+    with write_transaction(open_engine()) as session:
         try:
             revoke_token(session=session, token_id=token_id, actor=CLI_ACTOR)
         except LookupError as exc:

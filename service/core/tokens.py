@@ -72,8 +72,11 @@ def create_token(*, session: Session, name: str, scopes: str | list[str], actor:
     in refusals, while a token's identity is its id. A name frees up once its token is revoked or
     expired. `expires_at` (tz-aware, in the future) makes the token refused from that instant on;
     None: it never expires. Raises ValueError for a blank, reserved or active name, bad scopes or a
-    past expiry. Concurrent creations are serialised (an advisory lock on PostgreSQL; on SQLite,
-    pass a `write_session`), so two active tokens never share a name."""
+    past expiry; the token is written (flushed) before its name is checked, so the caller's unit of
+    work must roll back when it raises (`service.core.db.write_transaction` does). Concurrent
+    creations are serialised (an advisory lock on PostgreSQL; on SQLite, pass a `write_session`),
+    so two active tokens never share a name. Audited (`token.create`); the caller's unit of work
+    commits."""
     parsed = parse_scopes(scopes)
     if not name.strip():
         raise ValueError("a token needs a name saying who or what uses it")
@@ -96,19 +99,18 @@ def create_token(*, session: Session, name: str, scopes: str | list[str], actor:
     session.flush()
     taken = active_token_named(session=session, name=name.strip())
     if taken is not None and taken.id != token.id:
-        session.rollback()
         raise ValueError(
             f"an active token is already named {name.strip()!r} (id {taken.id}); names tell tokens apart in the audit trail: "
             f"choose another name, or revoke that token first (`goldenset token revoke {taken.id}`)"
         )
     details = {"name": token.name, "scopes": parsed, "expires_at": None if expires_at is None else expires_at.isoformat()}
     session.add(AuditEvent(actor=actor, action=AuditAction.TOKEN_CREATE, object_type="token", object_id=str(token.id), details=details))
-    session.commit()
     return plaintext, token
 
 
 def revoke_token(*, session: Session, token_id: int, actor: str = "cli") -> ApiToken:
-    """Revoke a token by id; raises LookupError when there is none."""
+    """Revoke a token by id (audited `token.revoke`; the caller's unit of work commits); raises
+    LookupError when there is none."""
     token = session.get(ApiToken, token_id)
     if token is None:
         raise LookupError(f"no token with id {token_id}")
@@ -116,13 +118,13 @@ def revoke_token(*, session: Session, token_id: int, actor: str = "cli") -> ApiT
         token.revoked_at = utcnow()
         session.add(token)
         session.add(AuditEvent(actor=actor, action=AuditAction.TOKEN_REVOKE, object_type="token", object_id=str(token_id)))
-        session.commit()
     return token
 
 
 def ensure_bootstrap_admin(*, session: Session, admin_token: str) -> None:
     """Make `admin_token` (from GOLDENSET_ADMIN_TOKEN) a valid admin token that never expires,
-    replacing an older value. The setting is its lifetime: it lasts until the variable changes."""
+    replacing an older value. The setting is its lifetime: it lasts until the variable changes.
+    Audited (`token.bootstrap`) when it changes anything; the caller's unit of work commits."""
     digest = sha256_hex(admin_token)
     existing = session.exec(select(ApiToken).where(ApiToken.name == BOOTSTRAP_TOKEN_NAME)).first()
     if existing is not None and existing.token_hash == digest and existing.revoked_at is None and existing.expires_at is None and existing.scopes == [Scope.ADMIN.value]:
@@ -137,4 +139,3 @@ def ensure_bootstrap_admin(*, session: Session, admin_token: str) -> None:
         existing.expires_at = None
     session.add(existing)
     session.add(AuditEvent(actor="settings", action=AuditAction.TOKEN_BOOTSTRAP, object_type="token", object_id=BOOTSTRAP_TOKEN_NAME))
-    session.commit()

@@ -5,6 +5,7 @@ decided with a low margin, each beside the item it matched."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,10 +14,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from curation.dedup.stats import LOW_MARGIN
-from curation.review import ReviewRefused, review_batch, undo_review
+from curation.refusals import Refused
+from curation.review import review_batch, undo_review
 from schemas.common import MAX_ROW_ID
 from schemas.evals import Eval
-from schemas.review import Decision, ReviewDecision
+from schemas.review import Decision, ReviewDecision, ReviewUndone
+from service.core.attempts import attempt
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
@@ -42,19 +45,22 @@ def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> bool:
 
 
 def undo_ids(engine: Engine, item_ids: Sequence[int]) -> bool:
-    """Undo the command line's newest decision on each item, each on its own; print what was undone
-    and each refusal. False when any was refused."""
+    """Undo the command line's newest decision on each item, each in a unit of work of its own
+    (`service.core.attempts.attempt`); print what was undone and each refusal. False when any was
+    refused."""
     refused = False
     for item_id in item_ids:
-        try:
-            with write_transaction(engine) as session:
-                undone = undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
-        except ReviewRefused as exc:
-            err.print(f"[yellow]item {item_id} not undone ({exc.reason}):[/] {escape(exc.detail)}", highlight=False)
+        undone = attempt(engine, partial(_undo, item_id=item_id))
+        if isinstance(undone, Refused):
+            err.print(f"[yellow]item {item_id} not undone ({undone.reason}):[/] {escape(undone.detail)}", highlight=False)
             refused = True
-            continue
-        out.print(describe_undone(undone), highlight=False)
+        else:
+            out.print(describe_undone(undone), highlight=False)
     return not refused
+
+
+def _undo(session: Session, *, item_id: int) -> ReviewUndone:
+    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
 
 
 def _eval(engine: Engine, name: str) -> Eval:

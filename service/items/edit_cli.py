@@ -5,7 +5,8 @@ item's history with what each revision changed (registered by `service.items.cli
 An item in (or bound for) an eval's sealed slice is edited, and its history shown with its text,
 only when asked for by name with `--sealed`, and such a read is audited as the API audits it.
 
-Exit status: 0 when done, 3 when an edit is refused (the reason is printed), 2 on bad usage.
+Exit status: 0 when done, 3 when an edit is refused (the reason is printed; a refusal is answered
+by the command group, `service.core.terminal.refusal_exit`), 2 on bad usage or no such item.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import typer
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from curation.editing import EditRefused, edit_item, item_revisions
+from curation.editing import edit_item, item_revisions
 from schemas.audit import AuditAction
 from schemas.common import MAX_ROW_ID
 from schemas.dedup import DedupCandidate
@@ -27,7 +28,7 @@ from service.core.audit import record_read
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, fail, open_engine, out
+from service.core.terminal import CLI_ACTOR, fail, open_engine, out
 
 item_app = typer.Typer(help="Show an item and why dedup decided as it did, edit items, and show what each revision changed.", no_args_is_help=True)
 ItemArgument = Annotated[int, typer.Argument(min=1, max=MAX_ROW_ID, help="The item's id.")]
@@ -64,23 +65,18 @@ def edit(
     (`goldenset curate`, or the scheduler) and then reviewed again; releases keep the text they
     froze. An item in (or bound for) a sealed slice needs --sealed.
 
-    Exit status: 0 when edited, 3 when refused (the reason is printed), 2 on bad usage."""
+    Exit status: 0 when edited, 3 when refused (the reason is printed), 2 on bad usage or no
+    such item."""
     try:
         data = ItemEdit(title=title, input=_text_file(input_file, "input"), reference=_text_file(reference_file, "reference"), tags=tag or None, note=note)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors())
         raise fail(problems) from exc
-    engine = open_engine()
-    try:
-        with write_transaction(engine) as session:
-            if _is_sealed(session, item) and not sealed:
-                raise fail(f"item {item} is in (or bound for) an eval's sealed slice: pass --sealed to edit it")
-            edited = edit_item(
-                session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR
-            )
-            revision, status = edited.revision, edited.status
-    except EditRefused as exc:
-        raise fail(f"refused ({exc.reason}): {exc.detail}", EXIT_REJECTED) from exc
+    with write_transaction(open_engine()) as session:
+        if _is_sealed(session, item) and not sealed:
+            raise fail(f"item {item} is in (or bound for) an eval's sealed slice: pass --sealed to edit it")
+        edited = edit_item(session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR)
+        revision, status = edited.revision, edited.status
     out.print(f"item {item} is at revision {revision} now, written by you ({CLI_ACTOR})", highlight=False)
     if status == ItemStatus.CANDIDATE.value:
         out.print("its text is decided by dedup again at the next curation run (`goldenset curate`, or the scheduler), then reviewed again", highlight=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from rich.markup import escape
 from rich.panel import Panel
@@ -15,15 +16,17 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.index import MixedRecipeError
-from curation.dedup.overrides import OverrideRefused, rule_not_duplicate
+from curation.dedup.overrides import rule_not_duplicate
 from curation.dedup.similarity import nearest_neighbours
-from curation.review import ReviewRefused, decide, undo_review
+from curation.refusals import Refused
+from curation.review import decide, undo_review
 from schemas.dedup import LowMarginDuplicate
 from schemas.evals import Eval
 from schemas.item import Item
 from schemas.review import Decision, ReviewUndone, SealedReviewWindow
 from schemas.source import Source
-from service.core.db import write_session, write_transaction
+from service.core.attempts import attempt
+from service.core.db import write_transaction
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, err, fail, out
 from service.dedup.reads import low_margin_for_readers
@@ -60,19 +63,12 @@ class LocalDesk:
         return [Neighbour(id=other.id, score=similar.score, status=other.status, occurred_at=other.occurred_at, title=other.title) for similar, other in shown]
 
     def decide(self, item_id: int, decision: Decision, reason: str) -> str | None:
-        try:
-            with write_transaction(self.engine) as session:
-                decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR)
-        except ReviewRefused as exc:
-            return exc.detail
-        return None
+        taken = attempt(self.engine, partial(_decide, item_id=item_id, decision=decision, reason=reason))
+        return taken.detail if isinstance(taken, Refused) else None
 
     def undo(self, item_id: int) -> ReviewUndone | str:
-        try:
-            with write_transaction(self.engine) as session:
-                return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
-        except ReviewRefused as exc:
-            return exc.detail
+        undone = attempt(self.engine, partial(_undo, item_id=item_id))
+        return undone.detail if isinstance(undone, Refused) else undone
 
     def pair(self, doubt: LowMarginDuplicate) -> tuple[Panel, Panel] | None:
         with Session(self.engine) as session:
@@ -83,24 +79,40 @@ class LocalDesk:
         return item_panel(item, doubt.source), item_panel(matched, matched_source.name if matched_source else "?")
 
     def rule_not_duplicate(self, item_id: int, note: str) -> str | None:
+        ruled = attempt(self.engine, partial(_rule_not_duplicate, item_id=item_id, note=note))
+        return ruled.detail if isinstance(ruled, Refused) else None
+
+
+def _decide(session: Session, *, item_id: int, decision: Decision, reason: str) -> None:
+    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR)
+
+
+def _undo(session: Session, *, item_id: int) -> ReviewUndone:
+    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+
+
+def _rule_not_duplicate(session: Session, *, item_id: int, note: str) -> None:
+    rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR)
+
+
+def _opened(engine: Engine, evaluation: Eval) -> SealedReviewWindow | SealedReviewBudgetSpent:
+    """The command line's window on `evaluation`, opened (or found open) in a unit of work of its
+    own; or the spent budget, whose refusal is audited and committed all the same."""
+    with write_transaction(engine) as session:
+        current = session.get(Eval, evaluation.id)
+        assert current is not None
         try:
-            with write_transaction(self.engine) as session:
-                rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR)
-        except OverrideRefused as exc:
-            return exc.detail
-        return None
+            return open_sealed_review(session=session, evaluation=current, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
+        except SealedReviewBudgetSpent as spent:
+            return spent
 
 
 def open_window(engine: Engine, evaluation: Eval) -> SealedReviewWindow:
     """Open (or find open) the command line's sealed review window on `evaluation`, and say so; a
     spent budget ends the command (exit 7)."""
-    with write_session(engine) as session:
-        current = session.get(Eval, evaluation.id)
-        assert current is not None
-        try:
-            window = open_sealed_review(session=session, evaluation=current, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
-        except SealedReviewBudgetSpent as exc:
-            raise fail(escape(str(exc)), EXIT_BUDGET) from exc
+    window = _opened(engine, evaluation)
+    if isinstance(window, SealedReviewBudgetSpent):
+        raise fail(escape(str(window)), EXIT_BUDGET) from window
     how = "opened now" if window.opened else "already open"
     out.print(
         f"sealed review window on eval {escape(window.eval)} {how}, until {window.until:%Y-%m-%d %H:%M} UTC ({window.used} of its sealed-read budget of "

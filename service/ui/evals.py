@@ -30,12 +30,13 @@ from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.auth import Principal
-from service.core.db import write_session
+from service.core.deps import WriteSessionDep, hand_back_connection
 from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, seal_keys, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
+from service.ui.refusals import shows_refusal
 from service.ui.release_diff import LISTED, dev_items, diff_releases
 
 router = ui_router()
@@ -176,6 +177,7 @@ def _parse_settings(evaluation: Eval, given: dict[str, str | None]) -> tuple[Eva
 def change_settings(
     request: Request,
     name: str,
+    session: WriteSessionDep,
     target_size: Annotated[str | None, Form(max_length=20)] = None,
     schedule: Annotated[str | None, Form(max_length=200)] = None,
     approval_policy: Annotated[str | None, Form(max_length=20)] = None,
@@ -184,7 +186,8 @@ def change_settings(
     sealed_read_budget: Annotated[str | None, Form(max_length=20)] = None,
     sources: Annotated[str | None, Form(max_length=4000)] = None,
 ) -> Response:
-    """Change the eval's settings (admin); they apply from its next refresh."""
+    """Change the eval's settings (admin), in the request's unit of work; they apply from its next
+    refresh. Settings it refuses show the form again with why, as typed."""
     who = need(request, Scope.ADMIN, "Changing an eval's settings")
     given = {
         "target_size": target_size,
@@ -196,22 +199,16 @@ def change_settings(
         "sources": sources,
     }
     url = f"/ui/evals/{name}/releases"
-    with write_session(request.app.state.engine) as session:
-        evaluation = _eval(session, name)
-        current = _form_values(evaluation)
-        update, errors = _parse_settings(evaluation, given)
-        if not errors and update is None:
-            return done(url, "Nothing changed.")
-        if update is not None:
-            try:
-                update_eval(session=session, evaluation=evaluation, data=update, actor=who.actor)
-            except ProblemError as exc:
-                session.rollback()
-                errors = [exc.detail]
+    evaluation = _eval(session, name)
+    update, errors = _parse_settings(evaluation, given)
+    form = {**_form_values(evaluation), **{field: value for field, value in given.items() if value is not None}}
     if errors:
-        form = {**current, **{field: value for field, value in given.items() if value is not None}}
+        hand_back_connection(session)  # the page reads on a connection of its own
         return _releases_page(request, name, form=form, errors=errors, status=422)
-    assert update is not None
+    if update is None:
+        return done(url, "Nothing changed.")
+    shows_refusal(request, lambda refusal: _releases_page(request, name, form=form, errors=[refusal.detail], status=422))
+    update_eval(session=session, evaluation=evaluation, data=update, actor=who.actor)
     changed = ", ".join(f"{SETTINGS[field].lower()} {value}" for field, value in update.model_dump(exclude_unset=True).items())
     return done(url, f"Settings of {name} saved ({changed}); they apply from its next refresh.")
 

@@ -23,10 +23,9 @@ from markupsafe import Markup
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
-from curation.dedup.overrides import OverrideRefused, overrides_of, rule_duplicate_of, rule_not_duplicate
-from curation.editing import EditRefused, edit_item, item_revisions
-from curation.refusals import Refused
-from curation.review import ReviewRefused, decide
+from curation.dedup.overrides import overrides_of, rule_duplicate_of, rule_not_duplicate
+from curation.editing import edit_item, item_revisions
+from curation.review import decide
 from curation.runs.exposure import item_exposures
 from schemas.audit import AuditAction
 from schemas.common import MAX_ROW_ID
@@ -39,14 +38,15 @@ from schemas.token import Scope
 from service.core.audit import audit_content_read
 from service.core.auth import Principal
 from service.core.cursors import decode_time_id_cursor, encode_cursor
-from service.core.db import write_session
+from service.core.deps import WriteSessionDep, after_commit
 from service.core.problems import ProblemError
 from service.evals.definitions import seal_keys
 from service.evals.sealed_review import revealed_to, sealed_view_covers
 from service.items.reads import explain_decision, named_items
-from service.items.ruling_guard import SealedRulingRefused, guarded_ruling
+from service.items.ruling_guard import guarded_ruling
 from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys, shape_item, shape_items
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
+from service.ui.refusals import Refusal, shows_refusal
 from service.ui.worddiff import inline_diff
 
 router = ui_router()
@@ -225,53 +225,56 @@ def item_page(request: Request, item_id: int) -> HTMLResponse:
 
 
 def _acted(
-    request: Request, item_id: int, action: Callable[..., object], notice: str, typed: dict[str, str], *, ruling_by: Principal | None = None, ruled: tuple[int, ...] = ()
+    request: Request,
+    session: Session,
+    item_id: int,
+    action: Callable[..., object],
+    notice: str,
+    typed: dict[str, str],
+    *,
+    ruling_by: Principal | None = None,
+    ruled: tuple[int, ...] = (),
 ) -> Response:
-    """Run `action(session=...)` in a write transaction; a refusal shows the item page with the
-    error. A dedup ruling (`ruling_by` the curator, on the items `ruled`) is guarded by
-    `service.items.ruling_guard`: never blind on a sealed-bound item, never showing one."""
-    with write_session(request.app.state.engine) as session:
-        try:
-            if ruling_by is None:
-                action(session=session)
-            else:
-                revealed = revealed_to(session=session, principal=ruling_by)
-                guarded_ruling(session=session, item_ids=ruled, secret_key=secret_key(request), revealed=revealed, rule=partial(action, session=session))
-            session.commit()
-        except (ReviewRefused, OverrideRefused, SealedRulingRefused) as exc:
-            session.rollback()
-            refusal = exc
-        else:
-            return done(f"/ui/items/{item_id}", notice)
-    return _item_page(request, item_id, error=_sentence(refusal.detail), status=refusal.status, typed=typed)
+    """Run `action(session=...)` in the request's unit of work; a refusal shows the item page with
+    the error and the values typed (`service.ui.refusals`). A dedup ruling (`ruling_by` the
+    curator, on the items `ruled`) is guarded by `service.items.ruling_guard`: never blind on a
+    sealed-bound item, never showing one."""
+    shows_refusal(request, lambda refusal: _item_page(request, item_id, error=_sentence(refusal.detail), status=refusal.status, typed=typed))
+    if ruling_by is None:
+        action(session=session)
+    else:
+        revealed = revealed_to(session=session, principal=ruling_by)
+        guarded_ruling(session=session, item_ids=ruled, secret_key=secret_key(request), revealed=revealed, rule=partial(action, session=session))
+    return done(f"/ui/items/{item_id}", notice)
 
 
 @router.post("/ui/items/{item_id}/review")
-def review(request: Request, item_id: int, decision: Short = "", reason: Short = "") -> Response:
+def review(request: Request, item_id: int, session: WriteSessionDep, decision: Short = "", reason: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Reviewing an item")
     if decision not in {Decision.APPROVE.value, Decision.REJECT.value}:
         raise UiRefused(422, "Unknown decision", "Press Approve or Reject.")
     chosen = Decision(decision)
     act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor)
-    return _acted(request, item_id, act, f"Item {item_id} {'approved' if chosen is Decision.APPROVE else 'rejected'}", {"reason": reason})
+    return _acted(request, session, item_id, act, f"Item {item_id} {'approved' if chosen is Decision.APPROVE else 'rejected'}", {"reason": reason})
 
 
 @router.post("/ui/items/{item_id}/not-duplicate")
-def not_duplicate(request: Request, item_id: int, note: Short = "") -> Response:
+def not_duplicate(request: Request, item_id: int, session: WriteSessionDep, note: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Ruling on dedup")
     act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor)
-    return _acted(request, item_id, act, f"Item {item_id} ruled not a duplicate: it waits for review", {"not_duplicate_note": note}, ruling_by=who, ruled=(item_id,))
+    notice = f"Item {item_id} ruled not a duplicate: it waits for review"
+    return _acted(request, session, item_id, act, notice, {"not_duplicate_note": note}, ruling_by=who, ruled=(item_id,))
 
 
 @router.post("/ui/items/{item_id}/duplicate-of")
-def duplicate_of(request: Request, item_id: int, other: Short = "", note: Short = "") -> Response:
+def duplicate_of(request: Request, item_id: int, session: WriteSessionDep, other: Short = "", note: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Ruling on dedup")
     typed = {"other": other, "duplicate_note": note}
     other_id = int(other.strip()) if re.fullmatch(r"[0-9]{1,10}", other.strip()) else 0
     if not 1 <= other_id <= MAX_ROW_ID:
         return _item_page(request, item_id, error="Give the id of the item this one duplicates (a number).", status=422, typed=typed)
     act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor)
-    return _acted(request, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed, ruling_by=who, ruled=(item_id, other_id))
+    return _acted(request, session, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed, ruling_by=who, ruled=(item_id, other_id))
 
 
 def _editor(request: Request, item_id: int) -> tuple[Principal, ShownItem]:
@@ -325,6 +328,7 @@ def _tags(text: str) -> list[str]:
 def edit(
     request: Request,
     item_id: int,
+    session: WriteSessionDep,
     title: Text = "",
     input: Text = "",
     reference: Text = "",
@@ -354,36 +358,22 @@ def edit(
     if len(note.strip()) > MAX_NOTE:
         return refused(f"The note is {len(note.strip())} characters long; keep it to {MAX_NOTE}.", 422)
     texts = {"title": _changed(title, item.title, one_line=True), "input": _changed(input, item.input), "reference": _changed(reference, item.reference)}
-    with write_session(request.app.state.engine) as session:
-        try:
-            saved = edit_item(
-                session=session,
-                item_id=item_id,
-                title=texts["title"],
-                input=texts["input"],
-                reference=texts["reference"],
-                tags=None if tag_list == item.tags else tag_list,
-                note=note,
-                actor=who.actor,
-            )
-        except EditRefused as exc:
-            session.rollback()
-            return refused(_edit_message(exc), exc.status)
-        number, recurate = saved.revision, saved.status == ItemStatus.CANDIDATE.value
-        session.commit()
-    if recurate:
-        request.app.state.curation_trigger.request()
-    redecided = recurate and any(value is not None for value in texts.values())
-    notice = f"Saved revision {number}" + (": its text changed, so dedup decides it again before review" if redecided else "")
+    shows_refusal(request, lambda refusal: refused(_edit_message(refusal), refusal.status))
+    tags_given = None if tag_list == item.tags else tag_list
+    saved = edit_item(session=session, item_id=item_id, title=texts["title"], input=texts["input"], reference=texts["reference"], tags=tags_given, note=note, actor=who.actor)
+    if saved.status == ItemStatus.CANDIDATE.value:
+        after_commit(request, request.app.state.curation_trigger.request)
+    redecided = saved.status == ItemStatus.CANDIDATE.value and any(value is not None for value in texts.values())
+    notice = f"Saved revision {saved.revision}" + (": its text changed, so dedup decides it again before review" if redecided else "")
     return done(next_path or f"/ui/items/{item_id}", notice)
 
 
-def _edit_message(exc: Refused) -> str:
-    if exc.reason == "note_required":
+def _edit_message(refusal: Refusal) -> str:
+    if refusal.reason == "note_required":
         return "Write a note saying why you changed the item: it is kept with the revision. Nothing was saved; your text is below."
-    if exc.reason == "no_change":
+    if refusal.reason == "no_change":
         return "Nothing changed: every field holds what the item already has."
-    return "Not saved: " + _sentence(exc.detail)
+    return "Not saved: " + _sentence(refusal.detail)
 
 
 def _sentence(text: str) -> str:

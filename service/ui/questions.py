@@ -24,18 +24,18 @@ from markupsafe import Markup, escape
 from sqlmodel import Session, col, func, select
 
 from curation.dedup.answers import answer_question, asked_pair
-from curation.refusals import Refused
 from schemas.audit import AuditAction
 from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
-from service.core.db import write_session
+from service.core.deps import WriteSessionDep
 from service.dedup.questions import question_reads
 from service.evals.sealed_review import revealed_to
 from service.items.ruling_guard import guarded_ruling
 from service.ui.pages import done, need, page, secret_key, ui_router
+from service.ui.refusals import shows_refusal
 from service.ui.worddiff import side_by_side
 
 router = ui_router()
@@ -127,20 +127,17 @@ def answer(
     request: Request,
     question_id: int,
     ruling: Annotated[QuestionRuling, Form()],
+    session: WriteSessionDep,
     source: Annotated[str, Form(max_length=200)] = "",
     at: Annotated[int, Form(ge=1, le=MAX_POSITION)] = 1,
     note: Annotated[str, Form(max_length=2000)] = "",
 ) -> RedirectResponse:
     who = need(request, Scope.CURATE, "Answering dedup questions")
     back = _url(source or None, at)
-    try:
-        with write_session(request.app.state.engine) as session:
-            rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
-            revealed = revealed_to(session=session, principal=who)
-            answered = guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key(request), revealed=revealed, rule=rule)
-            pair = (answered.item_id, answered.other_id)
-            session.commit()
-    except Refused as exc:
-        return done(back, f"Question {question_id} was not answered: {exc.detail}")
+    shows_refusal(request, lambda refusal: done(back, f"Question {question_id} was not answered: {refusal.detail}"))
+    rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
+    revealed = revealed_to(session=session, principal=who)
+    answered = guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key(request), revealed=revealed, rule=rule)
+    pair = (answered.item_id, answered.other_id)
     verdict = "the same incident" if ruling is QuestionRuling.SAME else "distinct incidents"
     return done(back, f"Question {question_id} answered: items {pair[0]} and {pair[1]} are {verdict}.")

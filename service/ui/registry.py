@@ -25,7 +25,7 @@ from schemas.evals import Split
 from schemas.model_registry import EndpointRead, EndpointUpdate, ModelRead, TrainsOnInputs
 from schemas.runs import RunItem
 from schemas.token import Scope
-from service.core.db import write_session
+from service.core.deps import WriteSessionDep
 from service.core.problems import ProblemError
 from service.runs.model_registry import endpoint_read, list_endpoints, list_models, model_read, require_endpoint, update_endpoint
 from service.ui.pages import UiRefused, done, field_errors, need, page, ui_router
@@ -119,6 +119,7 @@ def terms_update(endpoint: EndpointRead, typed: dict[str, str], checked_now: boo
 def save_terms(
     request: Request,
     name: str,
+    session: WriteSessionDep,
     trains_on_inputs: Annotated[str, Form(max_length=16)] = "",
     retention_days: Annotated[str, Form(max_length=16)] = "",
     terms_url: Annotated[str, Form(max_length=4096)] = "",
@@ -127,18 +128,17 @@ def save_terms(
     who = need(request, Scope.ADMIN, "Editing an endpoint's terms")
     typed = {"trains_on_inputs": trains_on_inputs, "retention_days": retention_days, "terms_url": terms_url, "checked_now": checked_now}
     max_age = _max_age(request)
-    with write_session(request.app.state.engine) as session:
-        try:
-            endpoint = require_endpoint(session=session, name=name)
-        except ProblemError as exc:
-            raise UiRefused(404, "No such endpoint", exc.detail) from exc
-        try:
-            update = terms_update(endpoint_read(session, endpoint, terms_max_age_days=max_age), typed, checked_now == "yes")
-        except ValidationError as exc:
-            context = registry_context(session, max_age)
-            context.update(errors={name: field_errors(exc)}, typed={name: typed})
-            return page(request, "registry.html", context, status=422)
-        if update is None:
-            return done(f"/ui/registry#endpoint-{name}", f"Nothing changed on endpoint {name}: its terms already read so.")
-        update_endpoint(session=session, endpoint=endpoint, data=update, actor=who.actor)
+    try:
+        endpoint = require_endpoint(session=session, name=name)
+    except ProblemError as exc:
+        raise UiRefused(404, "No such endpoint", exc.detail) from exc
+    try:
+        update = terms_update(endpoint_read(session, endpoint, terms_max_age_days=max_age), typed, checked_now == "yes")
+    except ValidationError as exc:
+        context = registry_context(session, max_age)
+        context.update(errors={name: field_errors(exc)}, typed={name: typed})
+        return page(request, "registry.html", context, status=422)
+    if update is None:
+        return done(f"/ui/registry#endpoint-{name}", f"Nothing changed on endpoint {name}: its terms already read so.")
+    update_endpoint(session=session, endpoint=endpoint, data=update, actor=who.actor)
     return done(f"/ui/registry#endpoint-{name}", f"Saved the terms of endpoint {name}; they count as checked now, by {who.actor}.")

@@ -8,8 +8,10 @@ sealed-bound items by metadata only unless the person opened a sealed review win
 (`curation.dedup.similarity.similar_to_stored`): no page runs the embedding model. Sealed-bound
 items are never shown as neighbours, and a withheld item gets no neighbours at all.
 
-Every decision is taken where it is pressed and answered with a redirect (303) to the queue at
-the same place, so the next item slides in; "Undo" undoes this person's newest decision.
+Every decision is taken where it is pressed, in the request's unit of work, and answered with a
+redirect (303) to the queue at the same place, so the next item slides in; a refused one with a
+redirect there whose notice says why (`service.ui.refusals`). "Undo" undoes this person's newest
+decision.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
-from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review, undoable
+from curation.review import UNDONE, decide, review_batch, undo_review, undoable
 from schemas.audit import AuditAction, AuditEvent
 from schemas.evals import Eval
 from schemas.item import Item
@@ -39,13 +41,14 @@ from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQue
 from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
-from service.core.db import write_session
+from service.core.deps import WriteSessionDep
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
 from service.items.shaping import ShownItem, shape_items
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
+from service.ui.refusals import shows_refusal
 from service.ui.worddiff import side_by_side
 
 router = ui_router()
@@ -303,17 +306,14 @@ def decide_one(
     item_id: Annotated[int, Form(ge=1)],
     decision: Annotated[Decision, Form()],
     place: FormPlace,
+    session: WriteSessionDep,
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> RedirectResponse:
     who = need(request, Scope.CURATE, "Approving or rejecting items")
     if decision is Decision.REJECT and not reason.strip():
         return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
-    try:
-        with write_session(request.app.state.engine) as session:
-            decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor)
-            session.commit()
-    except ReviewRefused as exc:
-        return done(_url(name, place), f"Item {item_id} was not decided: {exc.detail}")
+    shows_refusal(request, lambda refusal: done(_url(name, place), f"Item {item_id} was not decided: {refusal.detail}"))
+    decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor)
     verb = "approved" if decision is Decision.APPROVE else "rejected"
     return done(_url(name, place), f"Item {item_id} {verb}. Press u or Undo to take it back.")
 
@@ -324,14 +324,11 @@ def undo(
     name: str,
     item_id: Annotated[int, Form(ge=1)],
     place: FormPlace,
+    session: WriteSessionDep,
 ) -> RedirectResponse:
     who = need(request, Scope.CURATE, "Undoing a review decision")
-    try:
-        with write_session(request.app.state.engine) as session:
-            undone = undo_review(session=session, item_id=item_id, actor=who.actor)
-            session.commit()
-    except ReviewRefused as exc:
-        return done(_url(name, place), f"Nothing undone: {exc.detail}")
+    shows_refusal(request, lambda refusal: done(_url(name, place), f"Nothing undone: {refusal.detail}"))
+    undone = undo_review(session=session, item_id=item_id, actor=who.actor)
     return done(_url(name, place), f"Undone: item {item_id} is no longer {undone.undone.value}d and waits for review again.")
 
 
@@ -340,6 +337,7 @@ def decide_many(
     request: Request,
     name: str,
     place: FormPlace,
+    session: WriteSessionDep,
     item: Annotated[list[int], Form(max_length=MAX_BULK)] = [],  # noqa: B006 (FastAPI copies defaults)
     decision: Annotated[str, Form(max_length=16)] = "",
     reason: Annotated[str, Form(max_length=2000)] = "",
@@ -354,9 +352,7 @@ def decide_many(
     if decision == Decision.REJECT.value and not reason:
         return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
     decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
-    with write_session(request.app.state.engine) as session:
-        outcome = review_batch(session=session, decisions=decisions, actor=who.actor)
-        session.commit()
+    outcome = review_batch(session=session, decisions=decisions, actor=who.actor)
     parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
     if outcome.errors:
         parts.append(f"refused {len(outcome.errors)} ({'; '.join(error.detail for error in outcome.errors[:3])})")
@@ -368,13 +364,15 @@ def open_sealed_view(
     request: Request,
     name: str,
     place: FormPlace,
+    session: WriteSessionDep,
 ) -> RedirectResponse:
+    """Open the person's sealed review window on the eval. A spent budget is said in a notice, and
+    its refusal, audited, is committed with the request like an opening."""
     who = need(request, Scope.SEALED, "The sealed view")
     need(request, Scope.CURATE, "The sealed view")
     hours = request.app.state.settings.sealed_run_read_hours
     try:
-        with write_session(request.app.state.engine) as session:
-            window = open_sealed_review(session=session, evaluation=_eval(session, name), token_id=who.token_id, actor=who.actor, hours=hours)
+        window = open_sealed_review(session=session, evaluation=_eval(session, name), token_id=who.token_id, actor=who.actor, hours=hours)
     except SealedReviewBudgetSpent as exc:
         return done(_url(name, place), f"The sealed view did not open: {exc}")
     opened = "opened" if window.opened else "already open"

@@ -7,26 +7,25 @@ instead of the session's CSRF value.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Form, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlmodel import Session
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.audit import AuditAction, AuditEvent
 from service.core.admission import small_body
-from service.core.auth import TokenRefused
-from service.core.db import write_session
+from service.core.db import write_transaction
+from service.core.deps import WriteSessionDep
 from service.core.metrics import Metrics
-from service.core.problems import ProblemError
 from service.core.sessions import COOKIE, COOKIE_PATH, LOGIN_CSRF_COOKIE, LOGIN_CSRF_SECONDS, csrf_matches, new_login_csrf, sign_in, sign_out
 from service.core.settings import Settings
 from service.ui import audit, evals, evidence, items, overview, questions, registry, review
-from service.ui.pages import STATIC, UiRefused, page, refusal_page, signed, ui_router
+from service.ui.pages import STATIC, UiRefused, page, signed, ui_router
+from service.ui.refusals import Refusal, install_refusal_pages, shows_refusal
 
 SIGN_IN_BODY_BYTES = 8 * 1024
 """The sign-in form's largest body: a token, the form's CSRF value and the page to return to."""
@@ -71,41 +70,43 @@ def login_form(request: Request, next: str | None = None, error: str | None = No
 @router.post("/ui/login", dependencies=[Depends(small_body(SIGN_IN_BODY_BYTES))])
 def login(
     request: Request,
+    session: WriteSessionDep,
     token: Annotated[str, Form(max_length=512)] = "",
     csrf: Annotated[str, Form(max_length=128)] = "",
     next: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
+    """Open a session for the token; a token that opens nothing (`TokenRefused`) shows the form
+    again with why (`_sign_in_refused`)."""
     settings = _settings(request)
     if not csrf_matches(request.cookies.get(LOGIN_CSRF_COOKIE, ""), csrf):
         raise UiRefused(403, "Form refused", "The sign-in form is out of date. Reload the page and sign in again.")
     if not token.strip():
         return login_form(request, next=next, error="Paste an API token (create one with `goldenset token create`).")
-    with write_session(request.app.state.engine) as session:
-        try:
-            cookie, _ = sign_in(session, token=token, secret_key=settings.secret_key.get_secret_value(), hours=settings.ui_session_hours)
-        except TokenRefused as exc:
-            session.rollback()
-            # A burst of wrong tokens leaves a trace, not a row each: the rest are counted.
-            metrics: Metrics = request.app.state.metrics
-            address = request.app.state.rate_limits.client_address(request.scope)
-            audited = request.app.state.rate_limits.audits_refused_sign_in(address)
-            metrics.sign_ins_refused.labels(str(audited).lower()).inc()
-            if audited:
-                session.add(AuditEvent(actor="ui", action=AuditAction.UI_SIGN_IN_REFUSED, object_type="ui_session", object_id="", details={"why": str(exc)}))
-                session.commit()
-            return login_form(request, next=next, error=str(exc).replace("the bearer token", "This token").capitalize())
-        session.commit()
+    shows_refusal(request, partial(_sign_in_refused, request, next))
+    cookie, _ = sign_in(session, token=token, secret_key=settings.secret_key.get_secret_value(), hours=settings.ui_session_hours)
     response = RedirectResponse(_next_page(next), status_code=303)
     response.set_cookie(COOKIE, cookie, max_age=settings.ui_session_hours * 3600, path=COOKIE_PATH, httponly=True, samesite="strict", secure=_secure(request))
     response.delete_cookie(LOGIN_CSRF_COOKIE, path="/ui/login")
     return response
 
 
+def _sign_in_refused(request: Request, next: str, refusal: Refusal) -> Response:
+    """The sign-in form again, saying why the token opens nothing. A burst of wrong tokens from
+    one address leaves a trace, not a row each: the first are audited (`ui.sign_in_refused`, in a
+    unit of work of its own, the sign-in's having rolled back), the rest counted."""
+    metrics: Metrics = request.app.state.metrics
+    address = request.app.state.rate_limits.client_address(request.scope)
+    audited = request.app.state.rate_limits.audits_refused_sign_in(address)
+    metrics.sign_ins_refused.labels(str(audited).lower()).inc()
+    if audited:
+        with write_transaction(request.app.state.engine) as session:
+            session.add(AuditEvent(actor="ui", action=AuditAction.UI_SIGN_IN_REFUSED, object_type="ui_session", object_id="", details={"why": refusal.detail}))
+    return login_form(request, next=next, error=refusal.detail.replace("the bearer token", "This token").capitalize())
+
+
 @router.post("/ui/logout")
-def logout(request: Request) -> RedirectResponse:
-    with write_session(request.app.state.engine) as session:
-        sign_out(session, signed(request))
-        session.commit()
+def logout(request: Request, session: WriteSessionDep) -> RedirectResponse:
+    sign_out(session, signed(request))
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path=COOKIE_PATH)
     return response
@@ -118,41 +119,10 @@ def home(request: Request) -> HTMLResponse:
 
 
 def install(app: FastAPI) -> None:
-    """Mount the UI on `app`: its routes, its assets under `/ui/static`, and its error pages."""
+    """Mount the UI on `app`: its routes, its assets under `/ui/static`, and its error pages
+    (`service.ui.refusals`)."""
     app.include_router(router)
     for module in PAGES:
         app.include_router(module.router)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
-
-    async def refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, UiRefused)
-        return refusal_page(request, exc)
-
-    app.add_exception_handler(UiRefused, refused)
-    for kind in (RequestValidationError, StarletteHTTPException, ProblemError):
-        _as_page_under_ui(app, kind)
-
-
-def _as_page_under_ui(app: FastAPI, kind: type[Exception]) -> None:
-    """Answer `kind` errors on `/ui` pages with an HTML page; elsewhere as the app already does."""
-    api_handler = app.exception_handlers[kind]
-
-    async def handler(request: Request, exc: Exception) -> Response:
-        if not request.url.path.startswith("/ui"):
-            answer: Response = await api_handler(request, exc)  # type: ignore[misc]
-            return answer
-        return refusal_page(request, _refusal(exc))
-
-    app.add_exception_handler(kind, handler)
-
-
-def _refusal(exc: Exception) -> UiRefused:
-    if isinstance(exc, RequestValidationError):
-        wrong = "; ".join(f"{'.'.join(str(part) for part in error.get('loc', ())[1:])}: {error.get('msg', '')}" for error in exc.errors()[:5])
-        return UiRefused(422, "Not understood", f"Some values in the address or form are not valid ({wrong}). Go back and correct them.")
-    if isinstance(exc, ProblemError):
-        return UiRefused(exc.status, exc.title, exc.detail)
-    assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 404:
-        return UiRefused(404, "Not found", "There is no such page. Use the menu above.")
-    return UiRefused(exc.status_code, "Not possible", str(exc.detail))
+    install_refusal_pages(app)

@@ -10,6 +10,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from schemas.item import Item
+from service.core.db import write_transaction
 from service.sources.webhooks import SIGNATURE_HEADER, sign
 from tests.conftest import LiveServer
 
@@ -71,7 +72,7 @@ def test_revoked_token_is_refused(live_server: LiveServer) -> None:
     token = live_server.token("read", name="soon-revoked")
     headers = {"Authorization": f"Bearer {token}"}
     assert httpx.get(f"{live_server.url}/v1/items", headers=headers).status_code == 200
-    with Session(live_server.engine) as session:
+    with write_transaction(live_server.engine) as session:
         row = session.exec(select(ApiToken).where(ApiToken.name == "soon-revoked")).one()
         assert row.last_used_at is not None
         assert row.id is not None

@@ -8,10 +8,11 @@ import logging
 import httpx
 from pydantic import SecretStr
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import select
 
 from schemas.token import ApiToken
 from service.app import create_app
+from service.core.db import write_transaction
 from service.core.settings import Settings
 from service.core.tokens import BOOTSTRAP_TOKEN_NAME, ensure_bootstrap_admin
 from tests.conftest import LiveServer
@@ -27,7 +28,7 @@ def test_admin_token_from_settings_is_an_admin(engine: Engine, settings: Setting
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         assert client.post("/v1/sources", json={"name": "ops"}, headers=headers).status_code == 201
         assert client.get("/v1/items", headers=headers).status_code == 200  # admin implies read
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         ensure_bootstrap_admin(session=session, admin_token=ADMIN_TOKEN + "-rotated")
         rows = session.exec(select(ApiToken).where(ApiToken.name == BOOTSTRAP_TOKEN_NAME)).all()
     assert len(rows) == 1

@@ -49,11 +49,10 @@ from schemathesis.core.result import Ok
 from schemathesis.generation import GenerationMode
 from schemathesis.schemas import APIOperation
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from schemas.runs import ResultIn, ResultsPost, RunCreate
 from service.app import create_app
-from service.core.db import make_engine, write_session
+from service.core.db import make_engine, write_session, write_transaction
 from service.core.tokens import create_token
 from service.runs.runs import post_results, require_run, start_run
 from tests.conftest import BACKENDS, LiveServer, make_settings, new_database, serve
@@ -106,7 +105,7 @@ def _seed(engine: Engine) -> str:
     with write_session(engine) as session:
         run = require_run(session=session, run_id=started.id)
         post_results(session=session, run=run, data=ResultsPost(results=[ResultIn(item_id=item.item_id, score=0.5) for item in started.items[:5]]), actor="token:fuzz")
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         plaintext, _ = create_token(session=session, name="fuzz", scopes=["admin", "sealed"])
     return plaintext
 

@@ -169,3 +169,19 @@ def test_sealed_bound_items_are_shown_only_in_an_audited_sealed_review_window(cl
     spent = cli.invoke(app, ["review", "--eval", "closed", "--sealed-view"], input="q\n")
     assert spent.exit_code == 7 and "sealed-read budget" in spent.output and "secret-title-vault" not in spent.output
     assert [event.object_id for event in _events(engine, "eval.sealed_review_refused")] == ["closed"]
+
+
+def test_a_refused_edit_is_answered_as_every_refused_decision(cli: CliRunner, engine: Engine) -> None:
+    ingest_and_curate(engine, "kev", [kev(1, "2024-02-01")])
+    item_id = _ids(engine)["CVE-2024-0001"]
+    with Session(engine) as session:
+        item = session.get(Item, item_id)
+        assert item is not None
+        title = item.title
+    unchanged = cli.invoke(app, ["item", "edit", str(item_id), "--note", "same title", "--title", title])
+    assert unchanged.exit_code == 3 and "refused (no_change)" in unchanged.output, unchanged.output
+    missing = cli.invoke(app, ["item", "edit", "987654", "--note", "no such item", "--title", "anything"])
+    assert missing.exit_code == 2 and "refused (not_found)" in missing.output and "no item with id 987654" in missing.output
+    edited = cli.invoke(app, ["item", "edit", str(item_id), "--note", "clearer title", "--title", f"{title} (clarified)"])
+    assert edited.exit_code == 0 and f"item {item_id} is at revision 2 now" in edited.output, edited.output
+    assert [event.object_id for event in _events(engine, "item.edit")] == [str(item_id)]

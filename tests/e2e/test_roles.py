@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from schemas.item import Item, ItemStatus
 from service.app import create_app
+from service.core.db import write_transaction
 from service.core.settings import Role, Settings
 from service.core.tokens import create_token
 from service.dedup.encoder import model_identity
@@ -41,7 +42,7 @@ def test_an_api_replica_stores_pushes_as_candidates_answers_similar_from_stored_
     database_url: str, engine: Engine, settings: Settings, tmp_path: Path
 ) -> None:
     ids = curated_pool(engine, settings, shared_encoder())
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         token, _ = create_token(session=session, name="reader", scopes=["read", "ingest", "curate"])
     headers = {"Authorization": f"Bearer {token}"}
     replica = start_serve(database_url, tmp_path / "api.log", env={"CURATE_AFTER_INGEST": "true", "LOG_LEVEL": "INFO"})

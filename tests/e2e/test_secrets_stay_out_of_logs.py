@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from schemas.common import utcnow
 from schemas.token import ApiToken
+from service.core.db import write_transaction
 from service.core.tokens import create_token
 from tests.conftest import LiveServer, _free_port
 
@@ -112,7 +113,7 @@ def test_a_database_error_while_storing_an_item_logs_no_item_text(live_server: L
 def test_integrity_errors_log_the_constraint_but_not_the_row(engine: Engine, log_stream: io.StringIO) -> None:
     """PostgreSQL writes the failing row or key into DETAIL, which hide_parameters does not cover;
     SQLAlchemy quotes the whole error again in the PendingRollbackError that follows."""
-    with Session(engine, expire_on_commit=False) as session:
+    with write_transaction(engine) as session:
         plaintext, token = create_token(session=session, name="pipeline-Rq42", scopes="read")
     log = logging.getLogger("goldenset.test")
     with engine.connect() as connection:

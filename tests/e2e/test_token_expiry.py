@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from schemas.common import utcnow
 from schemas.token import ApiToken
+from service.core.db import write_transaction
 from service.core.tokens import BOOTSTRAP_TOKEN_NAME, create_token, ensure_bootstrap_admin, revoke_token
 from tests.conftest import LiveServer
 from tests.e2e.test_cli import run
@@ -27,7 +28,7 @@ def _get_items(server: LiveServer, token: str) -> httpx.Response:
 def test_a_token_works_until_its_expiry_and_is_refused_after_it(live_server: LiveServer) -> None:
     # Long enough that the first request lands before it on a machine busy with other tests.
     expires_at = utcnow() + timedelta(seconds=8)
-    with Session(live_server.engine, expire_on_commit=False) as session:
+    with write_transaction(live_server.engine) as session:
         plaintext, row = create_token(session=session, name="short-lived", scopes="read", expires_at=expires_at)
         lasting, _ = create_token(session=session, name="lasting", scopes="read", expires_at=utcnow() + timedelta(days=90))
     assert _get_items(live_server, plaintext).status_code == 200

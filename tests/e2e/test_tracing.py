@@ -27,8 +27,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
+from service.core.db import write_transaction
 from service.core.tokens import create_token
 from tests.conftest import REPO_ROOT, TEST_SECRET_KEY
 from tests.dedup_support import hadoop_reports, ingest
@@ -208,7 +208,7 @@ def test_an_api_replica_traces_requests_with_their_sql_and_exports_no_token_nor_
     database_url: str, engine: Engine, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _refuse_marked_items(engine)
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         token, _ = create_token(session=session, name="tracer", scopes=["read", "ingest", "curate", "admin"])
     headers = {"Authorization": f"Bearer {token}"}
     # Nothing is sent on schedule while the test runs: every span arrives with the flush at SIGTERM.

@@ -12,10 +12,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Session, SQLModel
+from sqlmodel import SQLModel
 
 import schemas  # noqa: F401  (registers every table)
-from service.core.db import alembic_config, make_engine, migrate
+from service.core.db import alembic_config, make_engine, migrate, write_transaction
 from service.core.tokens import create_token
 
 
@@ -38,7 +38,7 @@ def test_migrate_is_idempotent(engine: Engine) -> None:
             tokens = connection.execute(text("SELECT count(*) FROM api_token")).scalar_one()
         return revision, tables, tokens
 
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_token(session=session, name="kept", scopes=["read"])
     before = state()
     assert before[0] == ScriptDirectory.from_config(alembic_config(engine)).get_current_head() and before[2] == 1

@@ -18,7 +18,7 @@ from schemas.release import SealedRead
 from schemas.runs import Result, Run
 from schemas.token import ApiToken
 from service.core.crypto import new_secret, sha256_hex
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.core.tokens import TOKEN_PREFIX, create_token, revoke_token
 from tests.run_support import auth, register, released_eval
 
@@ -32,7 +32,7 @@ def api(app: FastAPI) -> Iterator[TestClient]:
 
 
 def _token(engine: Engine, name: str, *scopes: str) -> tuple[str, int]:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         plaintext, stored = create_token(session=session, name=name, scopes=list(scopes))
     assert stored.id is not None
     return plaintext, stored.id
@@ -53,7 +53,7 @@ def test_token_names_are_unique_among_active_tokens(engine: Engine) -> None:
     _, first = _token(engine, "pipeline", "read")
     with write_session(engine) as session, pytest.raises(ValueError, match=rf"already named 'pipeline' \(id {first}\).*goldenset token revoke {first}"):
         create_token(session=session, name="pipeline", scopes=["read"])
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         revoke_token(session=session, token_id=first)
     _, second = _token(engine, "pipeline", "read")  # the name is free again once its token is revoked
     assert second != first
