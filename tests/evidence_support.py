@@ -12,7 +12,7 @@ from ingest.mapping import load_mapping
 from schemas.common import utcnow
 from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.source import SourceCreate
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.runs.model_registry import create_endpoint, create_model
 from service.sources.definitions import create_source
 from tests.dedup_support import KEV_MAPPING, ingest
@@ -30,10 +30,10 @@ def register_corpus(engine: Engine, name: str, records: list[dict[str, Any]]) ->
 
 def register_model(engine: Engine, name: str, *, cutoff: date | None, base_url: str = "https://api.acme.test/v1", endpoints: dict[str, TrainsOnInputs] | None = None) -> None:
     """Register model `name` with `cutoff` and its endpoints (name → terms), terms checked a day ago."""
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_model(session=session, data=ModelCreate(name=name, provider="acme", training_cutoff=cutoff), actor="test")
     for endpoint, terms in (endpoints or {}).items():
         checked = utcnow() - timedelta(days=1) if terms is not TrainsOnInputs.UNKNOWN else None
         data = EndpointCreate(name=endpoint, base_url=base_url, provider="acme", model=name, trains_on_inputs=terms, terms_checked_at=checked)
-        with write_session(engine) as session:
+        with write_transaction(engine) as session:
             create_endpoint(session=session, data=data, actor="test")

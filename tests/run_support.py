@@ -13,7 +13,7 @@ from schemas.common import utcnow
 from schemas.evals import EvalCreate, Split
 from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.release import Release, ReleaseItem
-from service.core.db import write_session, write_transaction
+from service.core.db import write_transaction
 from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
@@ -38,7 +38,7 @@ def released_eval(engine: Engine, *, count: int = 40, name: str = "ops", sealed_
     """Ingest `count` KEV records of early 2024, curate them, define an eval taking every unique
     item, and write its first release."""
     ingest_and_curate(engine, "kev", kev_records(since="2024-01-01", until="2024-05-01")[:count])
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         data = EvalCreate(name=name, sources=["kev"], approval_policy="auto", max_age_days=None, sealed_fraction=sealed_fraction, sealed_read_budget=budget, target_size=500)
         create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEY)
     release = refresh_eval(engine, name=name, at=REFRESH_AT, secret_key=TEST_SECRET_KEY, actor="test").release
@@ -50,12 +50,12 @@ def released_eval(engine: Engine, *, count: int = 40, name: str = "ops", sealed_
 def register(engine: Engine, *, model: str = "m1", endpoints: dict[str, TrainsOnInputs] | None = None, checked_days_ago: float | None = 1.0) -> None:
     """Register `model` and endpoints named after their terms (`<model>-<terms>` by default)."""
     wanted = endpoints if endpoints is not None else {f"{model}-{terms.value}": terms for terms in TrainsOnInputs}
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_model(session=session, data=ModelCreate(name=model, provider="acme", training_cutoff=datetime(2023, 12, 1).date()), actor="test")
     for endpoint, terms in wanted.items():
         checked = utcnow() - timedelta(days=checked_days_ago) if checked_days_ago is not None and terms is not TrainsOnInputs.UNKNOWN else None
         data = EndpointCreate(name=endpoint, base_url="https://api.acme.test/v1", provider="acme", model=model, trains_on_inputs=terms, terms_checked_at=checked, retention_days=30)
-        with write_session(engine) as session:
+        with write_transaction(engine) as session:
             create_endpoint(session=session, data=data, actor="test")
 
 

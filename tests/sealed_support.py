@@ -24,7 +24,8 @@ from schemas.probes import Probe, ProbeCreate
 from schemas.runs import Run
 from schemas.source import Source
 from service.core.db import write_transaction
-from service.evidence.probes import execute_probe, prepare_probe
+from service.evidence.probe_execution import execute_probe
+from service.evidence.probes import prepare_probe
 from tests.eval_support import ingest_and_curate, kev_records
 from tests.evidence_support import register_model
 from tests.run_support import KEY, Released, auth, register, released_eval, token

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -125,6 +126,50 @@ def length_matched_mann_whitney(pre: FloatArray, control: FloatArray, *, pre_len
     return float(stats.norm.sf(z))
 
 
+BANDS: tuple[ProbeBand, ProbeBand] = ("pre_cutoff", "control")
+
+
+class Answered(NamedTuple):
+    """One answered probe: its item, the length of the true remainder (characters, whitespace
+    collapsed) and the completion's similarity to it by metric."""
+
+    item: ProbeItem
+    remainder_chars: int
+    scores: dict[SimilarityMetric, float]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The completions scored: the answered ones in the order given, and how many failed."""
+
+    answered: list[Answered]
+    failed: int
+
+
+@dataclass(frozen=True)
+class Banded:
+    """The answered probes split at the cutoff: each item's band (`band_of`, by item id), the
+    members of each band, and their remainder lengths (`lengths`, per band, in member order)."""
+
+    band_of: dict[str, ProbeBand]
+    members: dict[ProbeBand, list[Answered]]
+    lengths: dict[ProbeBand, NDArray[np.int64]]
+
+    def values(self, metric: SimilarityMetric) -> dict[ProbeBand, FloatArray]:
+        """Each band's similarities by `metric`, in member order."""
+        return {band: np.array([entry.scores[metric] for entry in self.members[band]], dtype=np.float64) for band in BANDS}
+
+
+@dataclass(frozen=True)
+class MetricOutcome:
+    """One metric's comparison of the bands, the control's 95th percentile (`threshold`), and each
+    item's control tail (`tails`, by item id: `control_tail`)."""
+
+    comparison: MetricComparison
+    threshold: float
+    tails: dict[str, float]
+
+
 def probe_report(
     plan: ProbePlan,
     completions: Sequence[ProbeCompletion],
@@ -141,87 +186,25 @@ def probe_report(
     Completions that failed (`error` set) are counted in `n_failed` and left out. A metric is
     flagged where its length-matched Mann–Whitney p-value is below `alpha`. Raises `ValueError`
     when, after failures, fewer than 1 pre-cutoff or 2 control items are left.
-    """
-    instant = cutoff_instant(cutoff)
-    answered: list[tuple[ProbeItem, int, dict[SimilarityMetric, float]]] = []
-    failed = 0
-    for completion in completions:
-        cut = plan.cuts.get(completion.item_id)
-        if cut is None:
-            raise ValueError(f"completion for item {completion.item_id}, which the plan did not probe")
-        if completion.error is not None or completion.completion is None:
-            failed += 1
-            continue
-        scores = similarity(completion.completion, cut.remainder, prefix=cut.prefix)
-        answered.append((plan.items[completion.item_id], len(" ".join(cut.remainder.split())), scores))
-    band_of: dict[str, ProbeBand] = {item.item_id: ("pre_cutoff" if item.occurred_at < instant else "control") for item, _, _ in answered}
-    bands: tuple[ProbeBand, ProbeBand] = ("pre_cutoff", "control")
-    members = {band: [entry for entry in answered if band_of[entry[0].item_id] == band] for band in bands}
-    n_pre, n_control = len(members["pre_cutoff"]), len(members["control"])
+
+    The steps: score the completions (`score_completions`), split them at the cutoff
+    (`split_at_cutoff`), compare the bands on each metric (`compare_metric`), then judge each
+    item (`item_results`) and gather the warnings (`_warnings`, `length_drift`)."""
+    scored = score_completions(plan, completions)
+    banded = split_at_cutoff(scored.answered, cutoff)
+    n_pre, n_control = len(banded.members["pre_cutoff"]), len(banded.members["control"])
     if n_pre < MIN_PRE_CUTOFF_ITEMS or n_control < MIN_CONTROL_ITEMS:
         raise ValueError(
-            f"after {failed} failed probes, {n_pre} pre-cutoff and {n_control} control items are left; "
+            f"after {scored.failed} failed probes, {n_pre} pre-cutoff and {n_control} control items are left; "
             f"the comparison needs items on both sides of {cutoff.isoformat()} (at least {min_band} each to be useful)"
         )
-    lengths = {band: np.array([length for _, length, _ in members[band]], dtype=np.int64) for band in bands}
-    metrics = list(SimilarityMetric)
-
-    comparisons: list[MetricComparison] = []
-    tails: dict[SimilarityMetric, dict[str, float]] = {}
-    thresholds: dict[SimilarityMetric, float] = {}
-    for metric in metrics:
-        values = {band: np.array([scores[metric] for _, _, scores in members[band]], dtype=np.float64) for band in bands}
-        pre, control = values["pre_cutoff"], values["control"]
-        compared = compare_bands(pre, control)
-        matched = length_matched_mann_whitney(pre, control, pre_lengths=lengths["pre_cutoff"], control_lengths=lengths["control"])
-        comparisons.append(
-            MetricComparison(
-                metric=metric,
-                pre_median=float(compared.pre_median),
-                control_median=float(compared.control_median),
-                median_gap=float(compared.median_gap),
-                control_p95=float(compared.control_p95),
-                share_above_control_p95=float(compared.share_above_control_p95),
-                mann_whitney_u=float(compared.u_statistic),
-                p_value=float(compared.p_value),
-                length_matched_p_value=matched,
-                flagged=matched < alpha,
-            )
-        )
-        thresholds[metric] = float(compared.control_p95)
-        tails[metric] = {}
-        for band in bands:
-            ids = [item.item_id for item, _, _ in members[band]]
-            tails[metric].update(zip(ids, control_tail(values[band], control, in_control=band == "control").tolist(), strict=True))
-
-    results = [
-        ProbeItemResult(
-            item_id=item.item_id,
-            occurred_at=item.occurred_at,
-            band=band_of[item.item_id],
-            remainder_chars=length,
-            similarity=scores,
-            control_tail={metric: tails[metric][item.item_id] for metric in metrics},
-            above_control_p95={metric: scores[metric] > thresholds[metric] for metric in metrics},
-        )
-        for item, length, scores in answered
-    ]
-    pre_chars, control_chars = float(np.median(lengths["pre_cutoff"])), float(np.median(lengths["control"]))
-    warnings = _warnings(n_pre, n_control, failed, len(completions), plan.not_cut, min_band)
-    length_p = float(stats.mannwhitneyu(lengths["pre_cutoff"], lengths["control"]).pvalue)
-    if length_p < alpha:
-        shorter = "shorter" if pre_chars < control_chars else "longer"
-        warnings.append(
-            EvidenceWarning(
-                code="length_drift",
-                message=(
-                    f"The remainders of pre-cutoff items are {shorter} (median {pre_chars:.0f} against {control_chars:.0f} characters, "
-                    f"Mann–Whitney {p_text(length_p)}). Similarity moves with length even for a model that has seen nothing, so the plain "
-                    "p-value can mislead; the decision rests on the length-matched test."
-                ),
-            )
-        )
-    primary = next(comparison for comparison in comparisons if comparison.metric == primary_metric)
+    outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in SimilarityMetric}
+    comparisons = [outcome.comparison for outcome in outcomes.values()]
+    pre_chars, control_chars = float(np.median(banded.lengths["pre_cutoff"])), float(np.median(banded.lengths["control"]))
+    warnings = _warnings(n_pre, n_control, scored.failed, len(completions), plan.not_cut, min_band)
+    if (drift := length_drift(banded, alpha=alpha)) is not None:
+        warnings.append(drift)
+    primary = outcomes[primary_metric].comparison
     return ProbeReport(
         model=model,
         dataset=plan.dataset,
@@ -231,17 +214,106 @@ def probe_report(
         cut_policy=plan.policy,
         n_pre_cutoff=n_pre,
         n_control=n_control,
-        n_failed=failed,
+        n_failed=scored.failed,
         n_not_cut=len(plan.not_cut),
         pre_remainder_median_chars=pre_chars,
         control_remainder_median_chars=control_chars,
         primary_metric=primary_metric,
         metrics=comparisons,
-        items=results,
+        items=item_results(scored.answered, banded, outcomes),
         warnings=warnings,
         summary=_summary(primary, n_pre, n_control, cutoff),
         statement=evidence_statement(
             what=f"completion similarity ({primary_metric.value})", model=model, corpus=f"{plan.dataset} ({plan.split})", cutoff=cutoff, n_after=n_control
+        ),
+    )
+
+
+def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion]) -> Scored:
+    """Each answered completion's similarity to its item's true remainder (`similarity`); failed
+    ones (`error` set, or no completion) are only counted. Raises `ValueError` for a completion of
+    an item the plan did not probe."""
+    answered: list[Answered] = []
+    failed = 0
+    for completion in completions:
+        cut = plan.cuts.get(completion.item_id)
+        if cut is None:
+            raise ValueError(f"completion for item {completion.item_id}, which the plan did not probe")
+        if completion.error is not None or completion.completion is None:
+            failed += 1
+            continue
+        scores = similarity(completion.completion, cut.remainder, prefix=cut.prefix)
+        answered.append(Answered(plan.items[completion.item_id], len(" ".join(cut.remainder.split())), scores))
+    return Scored(answered=answered, failed=failed)
+
+
+def split_at_cutoff(answered: Sequence[Answered], cutoff: date) -> Banded:
+    """Split the answered probes at 00:00 UTC on `cutoff`: items dated before it are `pre_cutoff`,
+    the rest `control`."""
+    instant = cutoff_instant(cutoff)
+    band_of: dict[str, ProbeBand] = {entry.item.item_id: ("pre_cutoff" if entry.item.occurred_at < instant else "control") for entry in answered}
+    members = {name: [entry for entry in answered if band_of[entry.item.item_id] == name] for name in BANDS}
+    lengths = {name: np.array([entry.remainder_chars for entry in members[name]], dtype=np.int64) for name in BANDS}
+    return Banded(band_of=band_of, members=members, lengths=lengths)
+
+
+def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) -> MetricOutcome:
+    """Compare the bands on `metric` (`compare_bands`, and `length_matched_mann_whitney`, whose
+    p-value below `alpha` flags it), with every item's control tail."""
+    values = banded.values(metric)
+    pre, control = values["pre_cutoff"], values["control"]
+    compared = compare_bands(pre, control)
+    matched = length_matched_mann_whitney(pre, control, pre_lengths=banded.lengths["pre_cutoff"], control_lengths=banded.lengths["control"])
+    comparison = MetricComparison(
+        metric=metric,
+        pre_median=float(compared.pre_median),
+        control_median=float(compared.control_median),
+        median_gap=float(compared.median_gap),
+        control_p95=float(compared.control_p95),
+        share_above_control_p95=float(compared.share_above_control_p95),
+        mann_whitney_u=float(compared.u_statistic),
+        p_value=float(compared.p_value),
+        length_matched_p_value=matched,
+        flagged=matched < alpha,
+    )
+    tails: dict[str, float] = {}
+    for name in BANDS:
+        ids = [entry.item.item_id for entry in banded.members[name]]
+        tails.update(zip(ids, control_tail(values[name], control, in_control=name == "control").tolist(), strict=True))
+    return MetricOutcome(comparison=comparison, threshold=float(compared.control_p95), tails=tails)
+
+
+def item_results(answered: Sequence[Answered], banded: Banded, outcomes: Mapping[SimilarityMetric, MetricOutcome]) -> list[ProbeItemResult]:
+    """Each answered item in the order given: its band, remainder length, similarities, control
+    tails and whether it lies above the control's 95th percentile, by metric."""
+    return [
+        ProbeItemResult(
+            item_id=entry.item.item_id,
+            occurred_at=entry.item.occurred_at,
+            band=banded.band_of[entry.item.item_id],
+            remainder_chars=entry.remainder_chars,
+            similarity=entry.scores,
+            control_tail={metric: outcome.tails[entry.item.item_id] for metric, outcome in outcomes.items()},
+            above_control_p95={metric: entry.scores[metric] > outcome.threshold for metric, outcome in outcomes.items()},
+        )
+        for entry in answered
+    ]
+
+
+def length_drift(banded: Banded, *, alpha: float) -> EvidenceWarning | None:
+    """The `length_drift` warning when the bands' remainder lengths differ (Mann–Whitney p-value
+    below `alpha`), else None."""
+    pre_chars, control_chars = float(np.median(banded.lengths["pre_cutoff"])), float(np.median(banded.lengths["control"]))
+    length_p = float(stats.mannwhitneyu(banded.lengths["pre_cutoff"], banded.lengths["control"]).pvalue)
+    if length_p >= alpha:
+        return None
+    shorter = "shorter" if pre_chars < control_chars else "longer"
+    return EvidenceWarning(
+        code="length_drift",
+        message=(
+            f"The remainders of pre-cutoff items are {shorter} (median {pre_chars:.0f} against {control_chars:.0f} characters, "
+            f"Mann–Whitney {p_text(length_p)}). Similarity moves with length even for a model that has seen nothing, so the plain "
+            "p-value can mislead; the decision rests on the length-matched test."
         ),
     )
 

@@ -17,6 +17,7 @@ from difflib import SequenceMatcher
 
 from rapidfuzz.distance import Levenshtein
 
+from curation.refusals import Refused
 from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt, SimilarityMetric
 
 SYSTEM_PROMPT = "You reproduce items from datasets exactly as they appear in the dataset."
@@ -29,8 +30,12 @@ class CannotCut(ValueError):
     """The item is too short to cut under the policy, or the policy needs options it lacks."""
 
 
-class SealedItemRefused(ValueError):
-    """A sealed item was handed to the probe: sealed content is never probed."""
+class SealedItemRefused(Refused):
+    """A sealed item was handed to the probe (409, `sealed_item`): sealed content is never probed,
+    and nothing was sent. Answered as every refused decision is (a problem, an exit status)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("sealed_item", detail, 409)
 
 
 def format_options(options: Sequence[str]) -> str:
@@ -111,7 +116,7 @@ def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy:
     policy = policy or CutPolicy()
     sealed = [item.item_id for item in items if item.sealed]
     if sealed:
-        raise SealedItemRefused(f"{len(sealed)} sealed items were handed to the probe (first: {sealed[0]}); sealed content is never probed")
+        raise SealedItemRefused(f"{len(sealed)} sealed items were handed to the probe (first: {sealed[0]}); sealed content is never probed; nothing was sent")
     by_id: dict[str, ProbeItem] = {}
     for item in items:
         if item.item_id in by_id:

@@ -15,7 +15,9 @@ commits the whole release in one transaction, so a refresh stopped at any point 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, func
 from sqlmodel import Session, col, select
@@ -24,7 +26,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root, released_content
 from curation.releases.groups import cross_split_pairs
 from curation.releases.periods import Period
-from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
+from curation.releases.rotation import Candidate, RotationPlan, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
@@ -71,17 +73,55 @@ def rotation_policy(evaluation: Eval, period: Period) -> RotationPolicy:
     )
 
 
-def _candidate(item: Item, source: str) -> Candidate:
+class Sourced(NamedTuple):
+    """An item with the name of its source."""
+
+    item: Item
+    source: str
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What a release chooses from: the eval's members in force (`memberships`, by item id), their
+    items (`current`) and the items it may take fresh (`fresh`), each by id with its source."""
+
+    memberships: dict[int, EvalItem]
+    current: dict[int, Sourced]
+    fresh: dict[int, Sourced]
+
+    def sourced(self, item_id: int) -> Sourced:
+        """The item `item_id` of either kind, with its source."""
+        return self.current[item_id] if item_id in self.current else self.fresh[item_id]
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a release holds: each member's split (`splits`, by item id), the members that joined
+    with a withdrawn release only and now count as added (`rejoined`), and every member's frozen
+    row (`frozen`, by item id, not yet tied to the release)."""
+
+    splits: dict[int, str]
+    rejoined: list[int]
+    frozen: list[ReleaseItem]
+
+    def digests(self, split: Split) -> list[tuple[int, str]]:
+        """(item id, content digest) of the members of `split`, by item id: its Merkle leaves."""
+        return [(entry.item_id, entry.content_digest) for entry in self.frozen if entry.split == split.value]
+
+
+def _candidate(sourced: Sourced) -> Candidate:
+    item = sourced.item
     assert item.id is not None
-    return Candidate(item_id=item.id, source=source, occurred_at=item.occurred_at, status=item.status, exposed=item.exposed_at is not None)
+    return Candidate(item_id=item.id, source=sourced.source, occurred_at=item.occurred_at, status=item.status, exposed=item.exposed_at is not None)
 
 
-def _frozen(item: Item, source: str, split: str, seal_key: bytes) -> ReleaseItem:
+def _frozen(sourced: Sourced, split: str, seal_key: bytes) -> ReleaseItem:
+    item = sourced.item
     assert item.id is not None
     text = canonical_json(
         released_content(
             item_id=item.id,
-            source=source,
+            source=sourced.source,
             external_id=item.external_id,
             occurred_at=item.occurred_at,
             title=item.title,
@@ -114,37 +154,73 @@ def write_release(
 
     Members that joined with a withdrawn release only (`curation.releases.withdrawal`) keep their
     recorded split; a release that takes them lists them as `added` and becomes their first
-    release. `audit_details` are added to the `release.create` audit event."""
+    release. `audit_details` are added to the `release.create` audit event.
+
+    The steps: check the order of periods, gather the pool (`gather_pool`), plan the rotation,
+    decide and freeze the contents (`decide_contents`), then write the release row and its items
+    (`_add_release`), the membership changes (`_record_memberships`) and the audit event
+    (`_audit_release`)."""
     assert evaluation.id is not None
+    _check_order(session, evaluation=evaluation, period=period)
+    number = last_number(session, evaluation=evaluation) + 1
+    policy = rotation_policy(evaluation, period)
+    pool = gather_pool(session, evaluation=evaluation, policy=policy)
+    plan = plan_rotation(policy, [_candidate(pool.current[item_id]) for item_id in sorted(pool.current)], [_candidate(pool.fresh[item_id]) for item_id in sorted(pool.fresh)])
+    held = decide_contents(session, evaluation=evaluation, pool=pool, plan=plan, seal_key_of=seal_key_of)
+    now = now or utcnow()
+    release = _add_release(session, evaluation=evaluation, period=period, number=number, now=now, plan=plan, held=held)
+    _record_memberships(session, evaluation=evaluation, number=number, now=now, plan=plan, pool=pool, held=held)
+    _audit_release(session, evaluation=evaluation, release=release, period=period, plan=plan, held=held, actor=actor, audit_details=audit_details)
+    session.flush()
+    return release
+
+
+def _check_order(session: Session, *, evaluation: Eval, period: Period) -> None:
+    """Raise `PeriodOutOfOrder` when `period` starts before that of the eval's newest release in force."""
     latest = latest_release(session, evaluation=evaluation)
     if latest is not None and latest.period_start > period.start:
         raise PeriodOutOfOrder(
             f"the period starting {period.start.isoformat()} is before that of release {latest.number} ({latest.period_start.isoformat()}); releases are written in order"
         )
-    number = last_number(session, evaluation=evaluation) + 1
-    withdrawn_numbers = set(session.exec(select(Release.number).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_not(None))).all())
-    policy = rotation_policy(evaluation, period)
+
+
+def gather_pool(session: Session, *, evaluation: Eval, policy: RotationPolicy) -> Pool:
+    """The eval's members in force with their items, and the items a release of `policy` may take
+    fresh (`admissible`: never in the eval before)."""
     memberships = {
         membership.item_id: membership for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, col(EvalItem.retired_release).is_(None))).all()
     }
-    rows: dict[int, tuple[Item, str]] = {}
+    current: dict[int, Sourced] = {}
     if memberships:
         query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_(list(memberships)))
-        rows.update((item.id, (item, source)) for item, source in session.exec(query).all() if item.id is not None)
+        current = {item.id: Sourced(item, source) for item, source in session.exec(query).all() if item.id is not None}
     ever = select(EvalItem.item_id).where(EvalItem.eval_id == evaluation.id)
     fresh_query = select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(*admissible(evaluation, policy, excluding=ever))
-    fresh_rows = {item.id: (item, source) for item, source in session.exec(fresh_query).all() if item.id is not None}
-    plan = plan_rotation(policy, [_candidate(*rows[item_id]) for item_id in sorted(rows)], [_candidate(*fresh_rows[item_id]) for item_id in sorted(fresh_rows)])
-    rows.update(fresh_rows)
+    fresh = {item.id: Sourced(item, source) for item, source in session.exec(fresh_query).all() if item.id is not None}
+    return Pool(memberships=memberships, current=current, fresh=fresh)
 
+
+def decide_contents(session: Session, *, evaluation: Eval, pool: Pool, plan: RotationPlan, seal_key_of: SealKeyOf) -> Contents:
+    """What the planned release holds: a kept member's recorded split, a newcomer's by the
+    service-wide rule (`curation.releases.visibility.sealed_item_ids`), the members that rejoin
+    after a withdrawn release, and every member frozen (a sealed one's digest keyed with the eval's
+    seal key)."""
+    memberships = pool.memberships
     splits = {item_id: memberships[item_id].split for item_id in plan.members if item_id in memberships}
     sealed = sealed_item_ids(session=session, item_ids=plan.added, seal_key_of=seal_key_of)
     splits.update({item_id: (Split.SEALED if item_id in sealed else Split.DEV).value for item_id in plan.added})
+    withdrawn_numbers = set(session.exec(select(Release.number).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_not(None))).all())
     rejoined = [item_id for item_id in plan.members if item_id in memberships and memberships[item_id].first_release in withdrawn_numbers]
     seal_key = seal_key_of(evaluation)
-    frozen = [_frozen(*rows[item_id], splits[item_id], seal_key) for item_id in sorted(plan.members)]
-    by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
-    now = now or utcnow()
+    frozen = [_frozen(pool.sourced(item_id), splits[item_id], seal_key) for item_id in sorted(plan.members)]
+    return Contents(splits=splits, rejoined=rejoined, frozen=frozen)
+
+
+def _add_release(session: Session, *, evaluation: Eval, period: Period, number: int, now: datetime, plan: RotationPlan, held: Contents) -> Release:
+    """Add the release row (Merkle roots and counts of both splits, the near pairs straddling the
+    split, the diff) and its frozen items; flushed, so the release has its id."""
+    assert evaluation.id is not None
+    dev, sealed = held.digests(Split.DEV), held.digests(Split.SEALED)
     release = Release(
         eval_id=evaluation.id,
         number=number,
@@ -152,14 +228,14 @@ def write_release(
         period_end=period.end,
         created_at=now,
         canary=evaluation.canary,
-        dev_root=merkle_root(by_split[Split.DEV.value]),
-        sealed_root=merkle_root(by_split[Split.SEALED.value]),
-        dev_count=len(by_split[Split.DEV.value]),
-        sealed_count=len(by_split[Split.SEALED.value]),
+        dev_root=merkle_root(dev),
+        sealed_root=merkle_root(sealed),
+        dev_count=len(dev),
+        sealed_count=len(sealed),
         sealed_digest=HMAC_SHA256,
-        cross_split_pairs=cross_split_pairs(session, splits),
+        cross_split_pairs=cross_split_pairs(session, held.splits),
         diff={
-            "added": sorted(plan.added + rejoined),
+            "added": sorted(plan.added + held.rejoined),
             "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],
             "withheld": plan.withheld,
         },
@@ -167,31 +243,42 @@ def write_release(
     session.add(release)
     session.flush()
     assert release.id is not None
-    for entry in frozen:
+    for entry in held.frozen:
         entry.release_id = release.id
-    session.add_all(frozen)
-    session.add_all(EvalItem(eval_id=evaluation.id, item_id=item_id, split=splits[item_id], first_release=number) for item_id in plan.added)
-    for item_id in rejoined:
-        memberships[item_id].first_release = number
-        session.add(memberships[item_id])
+    session.add_all(held.frozen)
+    return release
+
+
+def _record_memberships(session: Session, *, evaluation: Eval, number: int, now: datetime, plan: RotationPlan, pool: Pool, held: Contents) -> None:
+    """The membership changes of release `number`: newcomers join with their split, rejoined
+    members take it as their first release, retired members leave with their reason."""
+    assert evaluation.id is not None
+    session.add_all(EvalItem(eval_id=evaluation.id, item_id=item_id, split=held.splits[item_id], first_release=number) for item_id in plan.added)
+    for item_id in held.rejoined:
+        pool.memberships[item_id].first_release = number
+        session.add(pool.memberships[item_id])
     for item_id, reason in plan.retired.items():
-        membership = memberships[item_id]
+        membership = pool.memberships[item_id]
         membership.retired_release = number
         membership.retired_at = now
         membership.retired_reason = reason.value
         session.add(membership)
+
+
+def _audit_release(
+    session: Session, *, evaluation: Eval, release: Release, period: Period, plan: RotationPlan, held: Contents, actor: str, audit_details: Mapping[str, object] | None
+) -> None:
+    """The `release.create` audit event: the release, its period and counts, and `audit_details`."""
     details = {
-        "release": number,
+        "release": release.number,
         "period_start": period.start.isoformat(),
-        "added": len(plan.added) + len(rejoined),
+        "added": len(plan.added) + len(held.rejoined),
         "retired": len(plan.retired),
         "withheld": len(plan.withheld),
         "cross_split_pairs": len(release.cross_split_pairs or []),
     }
     details.update(audit_details or {})
-    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
-    session.flush()
-    return release
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(held.frozen), details=details))
 
 
 def admissible(evaluation: Eval, policy: RotationPolicy, *, excluding: SelectOfScalar[int]) -> list[ColumnElement[bool]]:

@@ -19,7 +19,7 @@ from curation.releases.content import canonical_json
 from schemas.evals import ApprovalPolicy, EvalCreate, Split
 from schemas.release import CrossSplitPair, ExportRow, ReleaseManifest
 from schemas.validation import describe_errors
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.settings import get_settings
@@ -105,7 +105,7 @@ def eval_create(
         data = EvalCreate.model_validate(document)
     except ValidationError as exc:
         raise fail(f"invalid eval{f' in {file}' if file else ''}: {'; '.join(describe_errors(exc, EvalCreate))}") from exc
-    with write_session(open_engine()) as session:
+    with write_transaction(open_engine()) as session:
         if exist_ok and get_eval(session=session, name=data.name) is not None:
             out.print(f"eval [bold]{data.name}[/] exists already; unchanged")
             return
@@ -158,9 +158,9 @@ def eval_withdraw(
     `latest` nor for the order of periods; the membership changes it made are undone. Only the
     newest release in force can be withdrawn.
 
-    Exit status: 0 when withdrawn, 2 when there is no such release or it cannot be withdrawn
-    (withdrawn already, or a newer release is in force), 6 when a refresh held on too long."""
-    from curation.releases.withdrawal import WithdrawRefused
+    Exit status: 0 when withdrawn, 2 when there is no such release, 3 when it cannot be withdrawn
+    (withdrawn already, or a newer release is in force: a refused decision, `service.cli`), 6
+    when a refresh held on too long."""
     from service.evals.refresh import RefreshBusy, withdraw
 
     if not reason.strip():
@@ -169,8 +169,6 @@ def eval_withdraw(
         withdrawn = withdraw(open_engine(), name=name, number=release, actor=CLI_ACTOR, reason=reason)
     except ProblemError as exc:
         raise fail(exc.detail) from exc
-    except WithdrawRefused as exc:
-        raise fail(str(exc)) from exc
     except RefreshBusy as exc:
         raise fail(str(exc), EXIT_BUSY) from exc
     out.print(f"release {withdrawn.number} of {name} (period from {withdrawn.period_start:%Y-%m-%d %H:%M} UTC) withdrawn: {reason}", highlight=False)
@@ -343,21 +341,25 @@ def export(
 
 
 def _export_here(eval_name: str, release: str, split: Split, export_format: ExportFormat, output: Path | None) -> tuple[int, ReleaseManifest]:
+    """Export from the database. A sealed export first takes one unit of the sealed-read budget in
+    a unit of work of its own (`take_sealed_read`), committed before any item is written, so the
+    read stays counted and audited however the export ends."""
     from service.evals.definitions import require_eval
-    from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, export_lines, manifest, resolve_release
+    from service.evals.releases import SealedBudgetExceeded, export_lines, manifest, resolve_release, take_sealed_read
 
     engine = open_engine()
-    with write_session(engine) as session:
+    with Session(engine) as session:
         try:
             evaluation = require_eval(session=session, name=eval_name)
             stored = resolve_release(session=session, evaluation=evaluation, ref=release)
         except ProblemError as exc:
             raise fail(exc.detail) from exc
-        if split is Split.SEALED:
-            try:
-                consume_sealed_read(session=session, evaluation=evaluation, release=stored, actor=CLI_ACTOR, item_count=stored.sealed_count, purpose="export")
-            except SealedBudgetExceeded as exc:
-                raise fail(str(exc), EXIT_BUDGET) from exc
+    if split is Split.SEALED:
+        try:
+            take_sealed_read(engine, evaluation=evaluation, release=stored, actor=CLI_ACTOR, item_count=stored.sealed_count, purpose="export")
+        except SealedBudgetExceeded as exc:
+            raise fail(str(exc), EXIT_BUDGET) from exc
+    with Session(engine) as session:
         summary = manifest(session=session, evaluation=evaluation, release=stored)
         lines = export_lines(session=session, evaluation=evaluation, release=stored, split=split)
         return _write_export(lines, summary, export_format, output, split), summary

@@ -98,7 +98,8 @@ def _check_settings(session: Session, values: dict[str, Any]) -> None:
 
 def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: str, key: bytes | None = None) -> Eval:
     """Create an eval with a new canary GUID and seal key (`key`, for restoring an eval elsewhere,
-    replaces the random one). 409 when the name is taken, 422 on bad settings."""
+    replaces the random one) and audit it, in the caller's unit of work (flushed: the eval has its
+    id). 409 when the name is taken (by a writer racing this one too), 422 on bad settings."""
     values = data.model_dump()
     _check_settings(session, values)
     if get_eval(session=session, name=data.name) is not None:
@@ -113,16 +114,15 @@ def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: s
     try:
         session.flush()
     except IntegrityError as exc:
-        session.rollback()
         raise ProblemError(409, "Conflict", f"eval {data.name!r} already exists") from exc
     details = data.model_dump(mode="json", exclude={"name"})
     session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_CREATE, object_type="eval", object_id=data.name, details=details))
-    session.commit()
     return evaluation
 
 
 def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: str) -> Eval:
-    """Apply the fields set in `data`. The sealed fraction is fixed once a release exists (409)."""
+    """Apply the fields set in `data` and audit the change, in the caller's unit of work. The
+    sealed fraction is fixed once a release exists (409)."""
     changes = data.model_dump(exclude_unset=True)
     assert evaluation.id is not None
     if "sealed_fraction" in changes and changes["sealed_fraction"] != evaluation.sealed_fraction and release_count(session, evaluation.id):
@@ -138,15 +138,14 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
     evaluation.updated_at = utcnow()
     session.add(evaluation)
     session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_UPDATE, object_type="eval", object_id=evaluation.name, details=data.model_dump(mode="json", exclude_unset=True)))
-    session.commit()
     return evaluation
 
 
 def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
     """Delete an eval that has no release in force (none, or every one withdrawn), with its seal
-    key, canary, memberships and withdrawn releases, and audit it; commits. Refused (409) while a
-    release is in force, and while any run was served from one of its releases: the runs' scores
-    and the exposure ledger refer to them, and are never deleted."""
+    key, canary, memberships and withdrawn releases, and audit it, in the caller's unit of work
+    (flushed). Refused (409) while a release is in force, and while any run was served from one of
+    its releases: the runs' scores and the exposure ledger refer to them, and are never deleted."""
     assert evaluation.id is not None
     releases = list(session.exec(select(Release).where(Release.eval_id == evaluation.id)).all())
     in_force = [release.number for release in releases if release.withdrawn_at is None]
@@ -170,7 +169,7 @@ def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
     session.delete(evaluation)
     details = {"sources": evaluation.sources, "canary": evaluation.canary, "withdrawn_releases": sorted(release.number for release in releases)}
     session.add(AuditEvent(actor=actor, action=AuditAction.EVAL_DELETE, object_type="eval", object_id=evaluation.name, details=details))
-    session.commit()
+    session.flush()
 
 
 def list_evals(*, session: Session) -> list[Eval]:

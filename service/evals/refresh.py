@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from curation.releases.periods import period_at
 from curation.releases.withdrawal import withdraw_release
@@ -38,7 +38,7 @@ from curation.releases.writer import PeriodOutOfOrder, release_of_period, write_
 from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.release import Release
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.locks import LockBusy, exclusive
 from service.core.problems import ProblemError
 from service.core.tracing import annotate, traced
@@ -111,18 +111,18 @@ def _locked(work: Callable[[], T], engine: Engine, name: str, wait_seconds: floa
 
 
 def withdraw(engine: Engine, *, name: str, number: int, actor: str, reason: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> Release:
-    """Withdraw release `number` of eval `name` (`curation.releases.withdrawal`), committed, one
-    at a time with refreshes. Raises ProblemError 404 (no such eval or release), WithdrawRefused
-    (withdrawn already, or a newer release is in force) and RefreshBusy."""
+    """Withdraw release `number` of eval `name` (`curation.releases.withdrawal`) in one unit of
+    work, committed before the refresh lock is released, one at a time with refreshes. Raises
+    ProblemError 404 (no such eval or release), WithdrawRefused (withdrawn already, or a newer
+    release is in force) and RefreshBusy."""
 
     def work() -> Release:
-        with write_session(engine) as session:
+        with write_transaction(engine) as session:
             evaluation = require_eval(session=session, name=name)
             release = session.exec(select(Release).where(Release.eval_id == evaluation.id, Release.number == number)).first()
             if release is None:
                 raise ProblemError(404, "Not Found", f"eval {name!r} has no release {number}")
             withdraw_release(session, evaluation=evaluation, release=release, actor=actor, reason=reason)
-            session.commit()
         logger.info("eval %s: release %s withdrawn by %s", name, number, actor)
         return release
 
@@ -131,58 +131,77 @@ def withdraw(engine: Engine, *, name: str, number: int, actor: str, reason: str,
 
 def remove_eval(engine: Engine, *, name: str, actor: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> None:
     """Delete eval `name`, which has no release in force (`service.evals.definitions.delete_eval`),
-    one at a time with refreshes. Raises ProblemError (404, 409) and RefreshBusy."""
+    in one unit of work committed before the refresh lock is released, one at a time with
+    refreshes. Raises ProblemError (404, 409) and RefreshBusy."""
 
     def work() -> None:
-        with write_session(engine) as session:
+        with write_transaction(engine) as session:
             delete_eval(session=session, evaluation=require_eval(session=session, name=name), actor=actor)
 
     _locked(work, engine, name, wait_seconds)
 
 
 def _refresh_locked(engine: Engine, *, name: str, at: datetime, secret_key: str, actor: str, allow_future: bool) -> RefreshOutcome:
-    with write_session(engine) as session:
+    """The refresh, holding the lock: the whole release in one unit of work (`_refresh_in`). A
+    release of the period that another writer committed first (one that got past the lock: it is
+    per process group on SQLite) stands, and is returned."""
+    try:
+        with write_transaction(engine) as session:
+            outcome = _refresh_in(session, name=name, at=at, secret_key=secret_key, actor=actor, allow_future=allow_future)
+    except IntegrityError:
+        existing = _release_written_meanwhile(engine, name=name, at=at)
+        if existing is None:
+            raise
+        return RefreshOutcome(existing, False, name)
+    if outcome.created:
+        logger.info("eval %s: release %s for the period from %s written", name, outcome.release.number, outcome.release.period_start.isoformat())
+    return outcome
+
+
+def _release_written_meanwhile(engine: Engine, *, name: str, at: datetime) -> Release | None:
+    """The release of the period holding `at` as stored now, if any."""
+    with Session(engine) as session:
         evaluation = get_eval(session=session, name=name)
-        if evaluation is None or evaluation.id is None:
-            raise RefreshError(f"eval {name!r} does not exist; create it with `goldenset eval create`")
-        try:
-            period = period_at(evaluation.schedule, at)
-            current = period_at(evaluation.schedule, utcnow())
-        except ValueError as exc:
-            raise RefreshError(str(exc)) from exc
-        if period.start > current.start and not allow_future:
-            raise FuturePeriod(
-                f"the period starting {period.start.isoformat()} is after the current one (from {current.start.isoformat()}, schedule {evaluation.schedule!r}): "
-                "a release for it would become `latest` and hold back every period before it; "
-                "if that is really meant, refresh again with `--allow-future` (API: `allow_future=true`)"
-            )
-        existing = release_of_period(session, evaluation=evaluation, period=period)
-        if existing is not None and existing.withdrawn_at is not None:
-            raise RefreshError(
-                f"release {existing.number} of eval {name!r} for the period starting {period.start.isoformat()} was withdrawn ({existing.withdrawn_reason}); "
-                "a period gets one release: the next period's refresh takes its items"
-            )
-        if existing is not None:
-            return RefreshOutcome(existing, False, name)
-        keys = seal_keys(secret_key=secret_key)
-        for other in session.exec(select(Eval)).all():
-            if other.id == evaluation.id or set(other.sources) & set(evaluation.sources):
-                try:
-                    keys(other)
-                except ValueError as exc:
-                    raise RefreshError(f"the seal key of eval {other.name!r} cannot be read ({exc}); it decides which shared items are sealed") from exc
-        try:
-            extra = {"allow_future": True} if period.start > current.start else None
-            release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor, audit_details=extra)
-            session.commit()
-        except PeriodOutOfOrder as exc:
-            raise RefreshError(str(exc)) from exc
-        except IntegrityError:
-            # Another writer got past the lock (it is per process group on SQLite): its release stands.
-            session.rollback()
-            existing = release_of_period(session, evaluation=evaluation, period=period)
-            if existing is None:
-                raise
-            return RefreshOutcome(existing, False, name)
-    logger.info("eval %s: release %s for the period from %s written", name, release.number, period.start.isoformat())
+        if evaluation is None:
+            return None
+        return release_of_period(session, evaluation=evaluation, period=period_at(evaluation.schedule, at))
+
+
+def _refresh_in(session: Session, *, name: str, at: datetime, secret_key: str, actor: str, allow_future: bool) -> RefreshOutcome:
+    """In `session` (the caller's unit of work): the release of the period holding `at`, the one
+    stored or, unless refused (RefreshError, FuturePeriod), one written now."""
+    evaluation = get_eval(session=session, name=name)
+    if evaluation is None or evaluation.id is None:
+        raise RefreshError(f"eval {name!r} does not exist; create it with `goldenset eval create`")
+    try:
+        period = period_at(evaluation.schedule, at)
+        current = period_at(evaluation.schedule, utcnow())
+    except ValueError as exc:
+        raise RefreshError(str(exc)) from exc
+    if period.start > current.start and not allow_future:
+        raise FuturePeriod(
+            f"the period starting {period.start.isoformat()} is after the current one (from {current.start.isoformat()}, schedule {evaluation.schedule!r}): "
+            "a release for it would become `latest` and hold back every period before it; "
+            "if that is really meant, refresh again with `--allow-future` (API: `allow_future=true`)"
+        )
+    existing = release_of_period(session, evaluation=evaluation, period=period)
+    if existing is not None and existing.withdrawn_at is not None:
+        raise RefreshError(
+            f"release {existing.number} of eval {name!r} for the period starting {period.start.isoformat()} was withdrawn ({existing.withdrawn_reason}); "
+            "a period gets one release: the next period's refresh takes its items"
+        )
+    if existing is not None:
+        return RefreshOutcome(existing, False, name)
+    keys = seal_keys(secret_key=secret_key)
+    for other in session.exec(select(Eval)).all():
+        if other.id == evaluation.id or set(other.sources) & set(evaluation.sources):
+            try:
+                keys(other)
+            except ValueError as exc:
+                raise RefreshError(f"the seal key of eval {other.name!r} cannot be read ({exc}); it decides which shared items are sealed") from exc
+    try:
+        extra = {"allow_future": True} if period.start > current.start else None
+        release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor, audit_details=extra)
+    except PeriodOutOfOrder as exc:
+        raise RefreshError(str(exc)) from exc
     return RefreshOutcome(release, True, name)

@@ -38,7 +38,9 @@ from schemas.release import (
     SealedRead,
     VerifyReport,
 )
+from service.core.db import write_transaction
 from service.core.problems import ProblemError
+from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 
 LATEST = "latest"
 
@@ -159,24 +161,24 @@ def consume_sealed_read(
     *, session: Session, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: Literal["read", "run", "export"] = "read", token_id: int | None = None
 ) -> SealedRead:
     """Count one use of the release's sealed content (a read, or a sealed run) by the token
-    `token_id` (None: the command line) and audit it; commits. Raises SealedBudgetExceeded, counting nothing, when the eval's per-release budget is
-    used up. Concurrent callers are serialised on the release (a row lock on PostgreSQL; SQLite
-    callers should use a `write_session`), so the budget is never overrun."""
+    `token_id` (None: the command line) and audit it, in the caller's unit of work. Once the
+    eval's per-release budget is used up, counts nothing and raises `AuditedRefusal` holding
+    SealedBudgetExceeded and its audit event: the caller runs its unit of work inside
+    `service.evals.refusal_audit.refusals_audited`. Concurrent callers are serialised on the
+    release (a row lock on PostgreSQL; SQLite callers use a `write_transaction`), so the budget is
+    never overrun."""
     session.exec(select(Release.id).where(Release.id == release.id).with_for_update()).first()
     used = sealed_reads_used(session=session, release=release)
     if used >= evaluation.sealed_read_budget:
-        session.add(
-            AuditEvent(
-                actor=actor,
-                action=AuditAction.RELEASE_SEALED_REFUSED,
-                object_type="release",
-                object_id=f"{evaluation.name}/{release.number}",
-                count=0,
-                details={"budget": evaluation.sealed_read_budget, "used": used, "purpose": purpose},
-            )
+        refused = AuditEvent(
+            actor=actor,
+            action=AuditAction.RELEASE_SEALED_REFUSED,
+            object_type="release",
+            object_id=f"{evaluation.name}/{release.number}",
+            count=0,
+            details={"budget": evaluation.sealed_read_budget, "used": used, "purpose": purpose},
         )
-        session.commit()
-        raise SealedBudgetExceeded(evaluation, release, used)
+        raise AuditedRefusal(refused, SealedBudgetExceeded(evaluation, release, used))
     assert release.id is not None
     entry = SealedRead(release_id=release.id, actor=actor, token_id=token_id, purpose=purpose, item_count=item_count)
     session.add(entry)
@@ -190,8 +192,21 @@ def consume_sealed_read(
             details={"budget": evaluation.sealed_read_budget, "used": used + 1},
         )
     )
-    session.commit()
+    session.flush()
     return entry
+
+
+def take_sealed_read(
+    engine: Engine, *, evaluation: Eval, release: Release, actor: str, item_count: int, purpose: Literal["read", "run", "export"] = "read", token_id: int | None = None
+) -> SealedRead:
+    """`consume_sealed_read` in a unit of work of its own, committed before any sealed content is
+    served, so the use stays counted and audited whatever happens to the answer. Raises
+    SealedBudgetExceeded, its refusal audited (`refusals_audited`). The caller holds no other
+    connection (a request hands its own back first)."""
+    with refusals_audited(engine), write_transaction(engine) as session:
+        return consume_sealed_read(
+            session=session, evaluation=evaluation, release=release, actor=actor, item_count=item_count, purpose=purpose, token_id=token_id
+        )
 
 
 def sealed_reads_used(*, session: Session, release: Release) -> int:

@@ -29,16 +29,15 @@ from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifes
 from schemas.review import ReviewQueuePage, SealedReviewWindow
 from schemas.token import Scope
 from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split, require_any
-from service.core.db import write_session
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep, hand_back_connection
 from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError, problem_doc
 from service.evals.content_cache import CachedContent, ReleaseContentCache, release_generation
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
 from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
-from service.evals.releases import LATEST, SealedBudgetExceeded, consume_sealed_read, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary
+from service.evals.releases import LATEST, SealedBudgetExceeded, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary, take_sealed_read
 from service.evals.review_queue import QueueFilters
-from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
 
 eval_router = APIRouter(prefix="/v1/evals", tags=["evals"])
 NO_STORE = "no-store"
@@ -65,7 +64,7 @@ def get_one(name: str, _: ReadPrincipal, session: SessionDep) -> EvalRead:
 
 
 @eval_router.patch("/{name}", response_model=EvalRead, responses=problem_doc(401, 403, 404, 409, 422))
-def change(name: str, data: EvalUpdate, principal: AdminPrincipal, session: SessionDep) -> EvalRead:
+def change(name: str, data: EvalUpdate, principal: AdminPrincipal, session: WriteSessionDep) -> EvalRead:
     """Change an eval's settings; they apply from its next refresh."""
     evaluation = update_eval(session=session, evaluation=require_eval(session=session, name=name), data=data, actor=principal.actor)
     return to_read(session, evaluation)
@@ -151,7 +150,7 @@ def review_queue(
 
 
 @eval_router.post("/{name}/sealed-review", response_model=SealedReviewWindow, responses={**problem_doc(401, 403, 404), 201: {"description": "A window opened."}}, tags=["review"])
-def sealed_review(name: str, response: Response, principal: CuratePrincipal, session: WriteSessionDep, settings: SettingsDep) -> SealedReviewWindow:
+def sealed_review(name: str, request: Request, response: Response, principal: CuratePrincipal, session: SessionDep, settings: SettingsDep) -> SealedReviewWindow:
     """Open this token's sealed review window on the eval (`curate` and `sealed` scopes): for
     GOLDENSET_SEALED_RUN_READ_HOURS its review queue shows sealed-bound items in full, each read
     audited. Opening takes one unit of the eval's sealed-read budget for its coming release (403
@@ -159,8 +158,11 @@ def sealed_review(name: str, response: Response, principal: CuratePrincipal, ses
     if Scope.SEALED.value not in principal.scopes:
         raise ProblemError(403, "Forbidden", f"a sealed review window needs the '{Scope.SEALED.value}' scope; the token has: {', '.join(sorted(principal.scopes))}")
     evaluation = require_eval(session=session, name=name)
+    hand_back_connection(session)  # the window opens, or its refusal is audited, in units of work of their own
     try:
-        window = open_sealed_review(session=session, evaluation=evaluation, token_id=principal.token_id, actor=principal.actor, hours=settings.sealed_run_read_hours)
+        window = open_sealed_review_window(
+            request.app.state.engine, evaluation=evaluation, token_id=principal.token_id, actor=principal.actor, hours=settings.sealed_run_read_hours
+        )
     except SealedReviewBudgetSpent as exc:
         raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
     response.status_code = 201 if window.opened else 200
@@ -194,14 +196,14 @@ def _not_modified(request: Request, headers: dict[str, str]) -> Response | None:
 
 
 def _consume(engine: Engine, request_session: Session, evaluation: Eval, release: Release, principal: Principal, count: int) -> None:
-    """Take `count` sealed items from the release's budget in a transaction of its own, once the
+    """Take `count` sealed items from the release's budget in a unit of work of its own
+    (`take_sealed_read`: committed before the content is served, a refusal audited), once the
     request's session has handed its connection back (no request holds two)."""
     hand_back_connection(request_session)
-    with write_session(engine) as session:
-        try:
-            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=principal.actor, token_id=principal.token_id, item_count=count)
-        except SealedBudgetExceeded as exc:
-            raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
+    try:
+        take_sealed_read(engine, evaluation=evaluation, release=release, actor=principal.actor, token_id=principal.token_id, item_count=count)
+    except SealedBudgetExceeded as exc:
+        raise ProblemError(403, "Sealed-read budget spent", str(exc), budget=exc.budget, used=exc.used) from exc
 
 
 @release_router.get("", response_model=list[ReleaseSummary], responses=problem_doc(401, 403, 404))

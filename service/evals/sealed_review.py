@@ -34,7 +34,9 @@ from schemas.review import ReviewQueuePage, SealedReviewWindow
 from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.auth import Principal
-from service.evals.definitions import seal_keys
+from service.core.db import write_transaction
+from service.evals.definitions import require_eval, seal_keys
+from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 from service.evals.review_queue import QueueFilters, source_queue
 
 OPENED = AuditAction.EVAL_SEALED_REVIEW_OPENED
@@ -123,28 +125,37 @@ def sealed_review_open_until(*, session: Session, evaluation: Eval, token_id: in
 
 def open_sealed_review(*, session: Session, evaluation: Eval, token_id: int | None, actor: str, hours: int, now: datetime | None = None) -> SealedReviewWindow:
     """Open a window of `hours` on the eval for `token_id` (None: the command line), counting one
-    unit of the eval's sealed-read budget, and audit it; return the window already open instead,
-    counting nothing. Commits. Raises SealedReviewBudgetSpent (audited, counting nothing) once the
-    openings since the latest release reach the budget. The caller has checked the `sealed` scope.
-    Concurrent openings are serialised on the eval (a row lock on PostgreSQL; on SQLite, pass a
-    `write_session`), so the budget is never overrun."""
+    unit of the eval's sealed-read budget, and audit it, in the caller's unit of work; return the
+    window already open instead, counting nothing. Once the openings since the latest release
+    reach the budget, counts nothing and raises `AuditedRefusal` holding SealedReviewBudgetSpent
+    and its audit event: the caller runs its unit of work inside
+    `service.evals.refusal_audit.refusals_audited`. The caller has checked the `sealed` scope.
+    Concurrent openings are serialised on the eval (a row lock on PostgreSQL; on SQLite, a
+    `write_transaction`), so the budget is never overrun."""
     now = now or utcnow()
     session.exec(select(Eval.id).where(Eval.id == evaluation.id).with_for_update()).first()
     used = sealed_reviews_used(session=session, evaluation=evaluation)
     budget = evaluation.sealed_read_budget
     until = sealed_review_open_until(session=session, evaluation=evaluation, token_id=token_id, now=now)
     if until is not None:
-        session.commit()
         return SealedReviewWindow(eval=evaluation.name, until=until, opened=False, budget=budget, used=used)
     if used >= budget:
-        session.add(AuditEvent(actor=actor, action=REFUSED, object_type="eval", object_id=evaluation.name, count=0, details={"token_id": token_id, "budget": budget, "used": used}))
-        session.commit()
-        raise SealedReviewBudgetSpent(evaluation, used)
+        refused = AuditEvent(actor=actor, action=REFUSED, object_type="eval", object_id=evaluation.name, count=0, details={"token_id": token_id, "budget": budget, "used": used})
+        raise AuditedRefusal(refused, SealedReviewBudgetSpent(evaluation, used))
     until = now + timedelta(hours=hours)
     details = {"token_id": token_id, "until": until.isoformat(), "budget": budget, "used": used + 1}
     session.add(AuditEvent(actor=actor, action=OPENED, object_type="eval", object_id=evaluation.name, at=now, details=details))
-    session.commit()
     return SealedReviewWindow(eval=evaluation.name, until=until, opened=True, budget=budget, used=used + 1)
+
+
+def open_sealed_review_window(engine: Engine, *, evaluation: Eval, token_id: int | None, actor: str, hours: int) -> SealedReviewWindow:
+    """`open_sealed_review` on the eval as it is stored now (its budget read afresh), in a unit of
+    work of its own, committed when it returns. Raises SealedReviewBudgetSpent, its refusal
+    audited (`refusals_audited`), and ProblemError 404 when the eval is gone. The caller holds no
+    other connection (a request hands its own back first)."""
+    with refusals_audited(engine), write_transaction(engine) as session:
+        current = require_eval(session=session, name=evaluation.name)
+        return open_sealed_review(session=session, evaluation=current, token_id=token_id, actor=actor, hours=hours)
 
 
 def serve_queue(

@@ -2,8 +2,9 @@
 code as the HTTP API, so a probe run here is stored and shown by `GET /v1/probes/{id}` too.
 
 Exit status: 0 when the report was made (flagged or not: evidence, not a verdict), 2 on a usage
-error or a refusal that names what is missing, 4 when the gate refuses a probe, 5 when a probe
-ran but could not produce a report.
+error or a refusal that names what is missing, 3 when a sealed item reached a probe's plan (a
+refused decision, `service.cli`; nothing was sent), 4 when the gate refuses a probe, 5 when a
+probe ran but could not produce a report.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, err, fail, open_engine, out, progress_bar
-from service.evidence.probes import execute_probe, prepare_probe, probe_read, require_probe
+from service.evidence.probe_execution import execute_probe
+from service.evidence.probes import prepare_probe, probe_read, require_probe
 from service.evidence.temporal_split import temporal_split
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ from sqlalchemy.engine import Engine
 from schemas.common import utcnow
 from schemas.evidence import ProbeReport
 from schemas.probes import Probe, ProbeStatus
-from service.core.db import write_session
-from service.evidence.probes import PreparedProbe, execute_probe
+from service.core.db import write_transaction
+from service.evidence.probe_execution import execute_probe
+from service.evidence.probes import PreparedProbe
 
 
 class ProbeWorker:
@@ -49,9 +50,8 @@ class ProbeWorker:
             cancelled = [probe_id for probe_id, future in self._pending.items() if future.cancel()]
         self._executor.shutdown(wait=False, cancel_futures=True)
         for probe_id in cancelled:
-            with write_session(self._engine) as session:
+            with write_transaction(self._engine) as session:  # one unit of work per probe: each mark stands on its own
                 probe = session.get(Probe, probe_id)
                 if probe is not None and probe.status == ProbeStatus.QUEUED.value:
                     probe.status, probe.error, probe.finished_at = ProbeStatus.FAILED.value, "the service stopped before the probe started; start it again", utcnow()
                     session.add(probe)
-                    session.commit()

@@ -1,5 +1,5 @@
-"""Completion probes in the service: prepare (choose items, gate, ledger, cut), run (send, score,
-store the report), and show.
+"""Completion probes in the service: prepare (choose items, gate, ledger, cut) and show; running
+them (send, score, store the report) is `service.evidence.probe_execution`.
 
 Safety, in order: an eval's items are its release's dev items only (sealed items are left out,
 and `plan_probes` refuses any that slip through); the endpoint must serve the model; unless the
@@ -18,37 +18,34 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
-import httpx
 from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.evidence.probe_items import corpus_probe_items, eval_probe_items
-from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS, probe_report
-from curation.evidence.probe_runner import complete_sync
-from curation.evidence.probing import ProbePlan, SealedItemRefused, plan_probes
+from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS
+from curation.evidence.probing import ProbePlan, plan_probes
 from curation.runs.gate import judge_terms
 from curation.runs.ledger import record_run
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, cutoff_instant
+from schemas.item import Item
 from schemas.model_registry import Endpoint, Model
 from schemas.probes import Probe, ProbeCreate, ProbeRead, ProbeStatus
-from schemas.release import Release
+from schemas.release import Release, ReleaseItem
 from schemas.runs import Run
 from schemas.source import Source
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.problems import ProblemError
-from service.core.tracing import annotate, traced
 from service.evals.definitions import require_eval
+from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 from service.evals.releases import resolve_release
 from service.evidence.temporal_split import require_corpus, require_cutoff
 from service.runs.model_registry import require_serving_endpoint
@@ -56,14 +53,8 @@ from service.runs.model_registry import require_serving_endpoint
 KEY_VARIABLE_PREFIX = "GOLDENSET_ENDPOINT_KEY_"
 STALE_AFTER = timedelta(minutes=15)
 """A running probe with no progress for this long belongs to a process that stopped."""
-PROGRESS_INTERVAL_SECONDS = 1.0
 
-Progress = Callable[[int, int], None]
 ApiKeyFrom = Literal["request", "environment", "none"]
-
-
-class ProbeStopped(Exception):
-    """The service is stopping: requests not yet sent are not sent."""
 
 
 def key_variable(endpoint: str) -> str:
@@ -92,34 +83,89 @@ AUGMENTED_CONDITION = "augmented_endpoint"
 """The `condition` of a probe refused because its endpoint has retrieval, web search or tools."""
 
 
-def _refuse(session: Session, evaluation: Eval, endpoint: Endpoint, actor: str, condition: str, detail: str) -> ProblemError:
-    details = {"condition": condition, "endpoint": endpoint.name, "trains_on_inputs": endpoint.trains_on_inputs}
-    session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details))
-    session.commit()
-    return ProblemError(
-        403,
-        "Probe refused",
-        f"{detail}; or, accepting that every probed item is then marked exposed and leaves the eval at its next refresh, send allow_exposure: true",
-        condition=condition,
+class KeySource(NamedTuple):
+    """Where the endpoint's API key comes from: the environment variable read when the request
+    brings none (`variable`), the key (None: none), and which of the two gave it (`api_key_from`)."""
+
+    variable: str
+    api_key: SecretStr | None
+    api_key_from: ApiKeyFrom
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """What a probe reads, as `items`, with the dataset and split names its report carries: the dev
+    items of an eval's release (`evaluation`, `release`, and their frozen rows `release_rows`) or
+    those of a public corpus (`corpus`, and its item rows `corpus_rows`)."""
+
+    items: list[ProbeItem]
+    dataset: str
+    split: str
+    evaluation: Eval | None = None
+    release: Release | None = None
+    release_rows: Sequence[ReleaseItem] = ()
+    corpus: Source | None = None
+    corpus_rows: Sequence[Item] = ()
+
+
+class Ledgered(NamedTuple):
+    """The items a probe sends, as recorded: the dev run in the exposure ledger (`run_id`; None for
+    a public corpus, which is already public) and the ids of the items (`item_ids`)."""
+
+    run_id: int | None
+    item_ids: list[int]
+
+
+def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_age_days: int, environ: Mapping[str, str] | None = None) -> PreparedProbe:
+    """Choose, gate, record and cut the items of a probe, and write the probe `queued`, in one unit
+    of work committed before this returns. Nothing is sent yet. `terms_max_age_days`: how recently
+    a `no` endpoint's terms must have been checked. Raises ProblemError: 404 (eval, release, corpus,
+    model, endpoint), 422 (no cutoff, the endpoint serves another model, too few items on a side of
+    the cutoff), 403 (the endpoint is augmented, `condition` augmented_endpoint; or its terms fail
+    the gate; `condition` names which: each refusal audited, `service.evals.refusal_audit`); and
+    SealedItemRefused (409) when a sealed item reached the plan."""
+    environ = os.environ if environ is None else environ
+    with refusals_audited(engine), write_transaction(engine) as session:
+        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
+        if endpoint.augmented:
+            raise _refuse_augmented(endpoint, actor)
+        key = key_source(data, endpoint.name, environ)
+        cutoff = require_cutoff(model)
+        target = _target(session, data, endpoint, cutoff=cutoff, actor=actor, terms_max_age_days=terms_max_age_days)
+        plan = _plan(target.items, data, target.dataset, target.split, cutoff)
+        probe_id = _record_probe(session, data, target, plan, model=model, endpoint=endpoint, actor=actor, api_key_from=key.api_key_from)
+    return PreparedProbe(
+        probe_id=probe_id,
+        plan=plan,
+        endpoint=_probe_endpoint(data, endpoint, model, key.api_key),
+        model=model.name,
+        cutoff=cutoff,
+        data=data,
+        api_key_from=key.api_key_from,
+        key_variable=key.variable,
     )
 
 
-def _refuse_augmented(session: Session, endpoint: Endpoint, actor: str) -> ProblemError:
-    """The 403 for a probe of an augmented endpoint, audited: a model that can retrieve or search
-    may complete an item's text because it found it, not because it was trained on it."""
+def key_source(data: ProbeCreate, endpoint: str, environ: Mapping[str, str]) -> KeySource:
+    """The request's key when it brings one, else that of the endpoint's variable (`key_variable`)
+    in `environ`, else none."""
+    variable = key_variable(endpoint)
+    env_key = environ.get(variable)
+    if data.api_key:
+        return KeySource(variable, data.api_key, "request")
+    if env_key:
+        return KeySource(variable, SecretStr(env_key), "environment")
+    return KeySource(variable, None, "none")
+
+
+def _refuse_augmented(endpoint: Endpoint, actor: str) -> AuditedRefusal:
+    """The 403 for a probe of an augmented endpoint, with its audit event: a model that can
+    retrieve or search may complete an item's text because it found it, not because it was trained
+    on it."""
     which = ", ".join(endpoint.augmentations) or "retrieval, web search or tools"
-    session.add(
-        AuditEvent(
-            actor=actor,
-            action=AuditAction.PROBE_REFUSED,
-            object_type="endpoint",
-            object_id=endpoint.name,
-            count=0,
-            details={"condition": AUGMENTED_CONDITION, "endpoint": endpoint.name, "augmentations": endpoint.augmentations},
-        )
-    )
-    session.commit()
-    return ProblemError(
+    details = {"condition": AUGMENTED_CONDITION, "endpoint": endpoint.name, "augmentations": endpoint.augmentations}
+    event = AuditEvent(actor=actor, action=AuditAction.PROBE_REFUSED, object_type="endpoint", object_id=endpoint.name, count=0, details=details)
+    problem = ProblemError(
         403,
         "Probe refused",
         f"endpoint {endpoint.name!r} is augmented ({which}): a completion probe needs the bare model, since a model that can look an item up "
@@ -127,13 +173,51 @@ def _refuse_augmented(session: Session, endpoint: Endpoint, actor: str) -> Probl
         f"record that with PATCH /v1/endpoints/{endpoint.name} {{\"augmented\": false}}; nothing was sent",
         condition=AUGMENTED_CONDITION,
     )
+    return AuditedRefusal(event, problem)
+
+
+def _target(session: Session, data: ProbeCreate, endpoint: Endpoint, *, cutoff: date, actor: str, terms_max_age_days: int) -> ProbeTarget:
+    """The eval's release or the corpus the request names, with the items to probe (sampled
+    around `cutoff`, at most `data.limit`). For an eval, the endpoint's terms pass the gate first
+    unless the request allows exposure (`_gate_terms`)."""
+    if data.eval is None:
+        assert data.corpus is not None
+        corpus = require_corpus(session=session, name=data.corpus)
+        corpus_rows, items = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
+        return ProbeTarget(items, data.dataset_name or corpus.name, data.split_name or "test", corpus=corpus, corpus_rows=corpus_rows)
+    evaluation = require_eval(session=session, name=data.eval)
+    release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
+    if not data.allow_exposure:
+        _gate_terms(evaluation, endpoint, actor=actor, terms_max_age_days=terms_max_age_days)
+    rows, items = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
+    return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, evaluation=evaluation, release=release, release_rows=rows)
+
+
+def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_age_days: int) -> None:
+    """Refuse (403, audited: `AuditedRefusal`) an endpoint whose terms fail the gate's terms
+    conditions (`curation.runs.gate.judge_terms`), naming the failing `condition`."""
+    decision = judge_terms(
+        endpoint=endpoint.name, trains_on_inputs=endpoint.trains_on_inputs, terms_checked_at=endpoint.terms_checked_at, now=utcnow(), terms_max_age_days=terms_max_age_days
+    )
+    if decision.allowed:
+        return
+    assert decision.condition is not None
+    condition = decision.condition.value
+    details = {"condition": condition, "endpoint": endpoint.name, "trains_on_inputs": endpoint.trains_on_inputs}
+    event = AuditEvent(actor=actor, action=AuditAction.PROBE_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details)
+    problem = ProblemError(
+        403,
+        "Probe refused",
+        f"{decision.detail}; or, accepting that every probed item is then marked exposed and leaves the eval at its next refresh, send allow_exposure: true",
+        condition=condition,
+    )
+    raise AuditedRefusal(event, problem)
 
 
 def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, cutoff: date) -> ProbePlan:
-    try:
-        plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
-    except SealedItemRefused as exc:
-        raise ProblemError(409, "Sealed items refused", f"{exc}; nothing was sent") from exc
+    """Cut the items and build their prompts (`plan_probes`: SealedItemRefused, 409, should a
+    sealed item be among them); 422 when either side of the cutoff has too few items to compare."""
+    plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
     instant = cutoff_instant(cutoff)
     before = sum(1 for prompt in plan.prompts if plan.items[prompt.item_id].occurred_at < instant)
     after = len(plan.prompts) - before
@@ -151,155 +235,60 @@ def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, c
     return plan
 
 
-def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_age_days: int, environ: Mapping[str, str] | None = None) -> PreparedProbe:
-    """Choose, gate, record and cut the items of a probe, and write the probe `queued`. Nothing is
-    sent yet. `terms_max_age_days`: how recently a `no` endpoint's terms must have been checked.
-    Raises ProblemError: 404 (eval, release, corpus, model, endpoint), 422 (no cutoff,
-    the endpoint serves another model, too few items on a side of the cutoff), 403 (the
-    endpoint is augmented, `condition` augmented_endpoint; or its terms fail the gate; `condition` names which), 409 (a sealed item reached the plan)."""
-    environ = os.environ if environ is None else environ
-    with write_session(engine) as session:
-        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
-        if endpoint.augmented:
-            raise _refuse_augmented(session, endpoint, actor)
-        variable = key_variable(endpoint.name)
-        env_key = environ.get(variable)
-        api_key_from: ApiKeyFrom = "request" if data.api_key else ("environment" if env_key else "none")
-        cutoff = require_cutoff(model)
-        evaluation: Eval | None = None
-        release: Release | None = None
-        corpus: Source | None = None
-        if data.eval is not None:
-            evaluation = require_eval(session=session, name=data.eval)
-            release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
-            if not data.allow_exposure:
-                decision = judge_terms(
-                    endpoint=endpoint.name,
-                    trains_on_inputs=endpoint.trains_on_inputs,
-                    terms_checked_at=endpoint.terms_checked_at,
-                    now=utcnow(),
-                    terms_max_age_days=terms_max_age_days,
-                )
-                if not decision.allowed:
-                    assert decision.condition is not None
-                    raise _refuse(session, evaluation, endpoint, actor, decision.condition.value, decision.detail)
-            rows, items = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
-            dataset, split = data.dataset_name or evaluation.name, data.split_name or Split.DEV.value
-        else:
-            assert data.corpus is not None
-            corpus = require_corpus(session=session, name=data.corpus)
-            corpus_rows, items = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
-            dataset, split = data.dataset_name or corpus.name, data.split_name or "test"
-        plan = _plan(items, data, dataset, split, cutoff)
-        sent = {prompt.item_id for prompt in plan.prompts}
-        run_id: int | None = None
-        if evaluation is not None and release is not None:
-            chosen = [row for row in rows if str(row.item_id) in sent]
-            run_id = record_run(session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor).id
-            item_ids = [row.item_id for row in chosen]
-        else:
-            item_ids = [item.id for item in corpus_rows if item.external_id in sent and item.id is not None]
-        assert model.id is not None and endpoint.id is not None
-        settings = data.model_dump(mode="json", exclude={"api_key", "eval", "corpus", "model", "endpoint", "release"})
-        probe = Probe(
-            eval_id=evaluation.id if evaluation else None,
-            release_id=release.id if release else None,
-            source_id=corpus.id if corpus else None,
-            model_id=model.id,
-            endpoint_id=endpoint.id,
-            run_id=run_id,
-            dataset=dataset,
-            split=split,
-            settings={**settings, "api_key_from": api_key_from},
-            item_ids=item_ids,
-            total=len(plan.prompts),
-            actor=actor,
-            heartbeat_at=utcnow(),
-        )
-        session.add(probe)
-        session.flush()
-        assert probe.id is not None
-        target = {"eval": evaluation.name, "release": release.number} if evaluation and release else {"corpus": data.corpus}
-        details = {**target, "endpoint": endpoint.name, "run_id": run_id}
-        session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_START, object_type="probe", object_id=str(probe.id), count=len(item_ids), details=details))
-        session.commit()
-        api_key = data.api_key or (SecretStr(env_key) if env_key else None)
-        target_endpoint = ProbeEndpoint(
-            base_url=endpoint.base_url,
-            model=data.remote_model or model.name,
-            api_key=api_key,
-            concurrency=data.concurrency,
-            timeout_seconds=data.timeout_seconds,
-            max_attempts=data.max_attempts,
-        )
-        return PreparedProbe(
-            probe_id=probe.id, plan=plan, endpoint=target_endpoint, model=model.name, cutoff=cutoff, data=data, api_key_from=api_key_from, key_variable=variable
-        )
+def _ledger(session: Session, target: ProbeTarget, plan: ProbePlan, *, model: Model, endpoint: Endpoint, actor: str) -> Ledgered:
+    """Record the items the plan sends: for an eval, as a dev run in the exposure ledger
+    (`curation.runs.ledger.record_run`: marked exposed when the endpoint may train on inputs)."""
+    sent = {prompt.item_id for prompt in plan.prompts}
+    if target.evaluation is None or target.release is None:
+        return Ledgered(None, [item.id for item in target.corpus_rows if item.external_id in sent and item.id is not None])
+    chosen = [row for row in target.release_rows if str(row.item_id) in sent]
+    run = record_run(session, evaluation=target.evaluation, release=target.release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor)
+    return Ledgered(run.id, [row.item_id for row in chosen])
 
 
-class _StoppableTransport(httpx.BaseTransport):
-    """Sends through `inner` until `stop` is set; then refuses before anything leaves."""
+def _record_probe(
+    session: Session, data: ProbeCreate, target: ProbeTarget, plan: ProbePlan, *, model: Model, endpoint: Endpoint, actor: str, api_key_from: ApiKeyFrom
+) -> int:
+    """Write the probe `queued`, its items ledgered first (`_ledger`), and audit its start, in the
+    caller's unit of work; returns its id."""
+    ledgered = _ledger(session, target, plan, model=model, endpoint=endpoint, actor=actor)
+    assert model.id is not None and endpoint.id is not None
+    settings = data.model_dump(mode="json", exclude={"api_key", "eval", "corpus", "model", "endpoint", "release"})
+    probe = Probe(
+        eval_id=target.evaluation.id if target.evaluation else None,
+        release_id=target.release.id if target.release else None,
+        source_id=target.corpus.id if target.corpus else None,
+        model_id=model.id,
+        endpoint_id=endpoint.id,
+        run_id=ledgered.run_id,
+        dataset=target.dataset,
+        split=target.split,
+        settings={**settings, "api_key_from": api_key_from},
+        item_ids=ledgered.item_ids,
+        total=len(plan.prompts),
+        actor=actor,
+        heartbeat_at=utcnow(),
+    )
+    session.add(probe)
+    session.flush()
+    assert probe.id is not None
+    where = {"eval": target.evaluation.name, "release": target.release.number} if target.evaluation and target.release else {"corpus": data.corpus}
+    details = {**where, "endpoint": endpoint.name, "run_id": ledgered.run_id}
+    session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_START, object_type="probe", object_id=str(probe.id), count=len(ledgered.item_ids), details=details))
+    return probe.id
 
-    def __init__(self, inner: httpx.BaseTransport, stop: threading.Event) -> None:
-        self._inner = inner
-        self._stop = stop
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if self._stop.is_set():
-            raise ProbeStopped("the service is stopping")
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-def _update(engine: Engine, probe_id: int, **values: object) -> None:
-    with write_session(engine) as session:
-        probe = session.get(Probe, probe_id)
-        assert probe is not None
-        for key, value in values.items():
-            setattr(probe, key, value)
-        session.add(probe)
-        session.commit()
-
-
-@traced("goldenset.probe")
-def execute_probe(
-    engine: Engine, prepared: PreparedProbe, *, transport: httpx.BaseTransport | None = None, stop: threading.Event | None = None, progress: Progress | None = None
-) -> ProbeReport | None:
-    """Send the prepared probe, score it and store the report (`done`), or store why it failed
-    (`failed`). Returns the report, or None when it failed. Never raises for a failed probe."""
-    annotate(probe_id=prepared.probe_id, prompts=len(prepared.plan.prompts))
-    stop = stop or threading.Event()
-    _update(engine, prepared.probe_id, status=ProbeStatus.RUNNING.value, started_at=utcnow(), heartbeat_at=utcnow())
-    last = 0.0
-
-    def on_progress(done: int, total: int) -> None:
-        nonlocal last
-        if progress is not None:
-            progress(done, total)
-        now = time.monotonic()
-        if done == total or now - last >= PROGRESS_INTERVAL_SECONDS:
-            last = now
-            _update(engine, prepared.probe_id, done=done, heartbeat_at=utcnow())
-
-    try:
-        with httpx.Client(transport=_StoppableTransport(transport or httpx.HTTPTransport(), stop)) as client:
-            completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, progress=on_progress)
-        report = probe_report(prepared.plan, completions, cutoff=prepared.cutoff, model=prepared.model, alpha=prepared.data.alpha, primary_metric=prepared.data.primary_metric)
-    except Exception as exc:  # a background job records every failure rather than losing it
-        if isinstance(exc, ProbeStopped):
-            error = "interrupted: the service stopped while probing; start the probe again"
-        elif isinstance(exc, ValueError):
-            error = f"no report: {exc}"
-        else:
-            error = f"the probe failed ({type(exc).__name__}): {exc}"
-        _update(engine, prepared.probe_id, status=ProbeStatus.FAILED.value, error=error, finished_at=utcnow())
-        annotate(status=ProbeStatus.FAILED.value, failure=type(exc).__name__)
-        return None
-    _update(engine, prepared.probe_id, status=ProbeStatus.DONE.value, report=report.model_dump(mode="json"), done=len(completions), finished_at=utcnow(), heartbeat_at=utcnow())
-    annotate(status=ProbeStatus.DONE.value)
-    return report
+def _probe_endpoint(data: ProbeCreate, endpoint: Endpoint, model: Model, api_key: SecretStr | None) -> ProbeEndpoint:
+    """Where and how the probe's requests go: the endpoint's URL, the model name it serves
+    (`remote_model` when the request names one), the key, and the request's limits."""
+    return ProbeEndpoint(
+        base_url=endpoint.base_url,
+        model=data.remote_model or model.name,
+        api_key=api_key,
+        concurrency=data.concurrency,
+        timeout_seconds=data.timeout_seconds,
+        max_attempts=data.max_attempts,
+    )
 
 
 def require_probe(*, session: Session, probe_id: int) -> Probe:

@@ -114,7 +114,7 @@ def _augmented_runs_warning(session: Session, *, eval_id: int | None, model_id: 
 def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResultsPost, actor: str) -> CorpusResultsAccepted:
     """Store one model's results on the corpus. Results naming an item the corpus lacks, naming
     one twice, or changing a stored score without `replace` are refused by position; the rest are
-    kept. Commits."""
+    kept, in the caller's unit of work (flushed, so the counts returned include them)."""
     model = require_model(session=session, name=data.model)
     assert model.id is not None and corpus.id is not None
     wanted = {entry.external_id for entry in data.results}
@@ -153,7 +153,7 @@ def post_corpus_results(*, session: Session, corpus: Source, data: CorpusResults
         session.add(
             AuditEvent(actor=actor, action=AuditAction.CORPUS_RESULTS, object_type="source", object_id=corpus.name, count=counts["stored"] + counts["replaced"], details=details)
         )
-    session.commit()
+    session.flush()
     scored = session.exec(
         select(func.count()).select_from(CorpusResult).join(Item, col(Item.id) == col(CorpusResult.item_id)).where(CorpusResult.model_id == model.id, Item.source_id == corpus.id)
     ).one()

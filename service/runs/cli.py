@@ -56,13 +56,14 @@ def _dump(value: BaseModel | list[Any]) -> Any:
 
 def _answer(remote: Callable[[Any], Any], local: Callable[[Session], Any]) -> Any:
     """The answer as JSON-ready data: from the API when `--url` was given, else from the database
-    (one write session; a refused request ends the command with exit 2)."""
+    (one unit of work, committed when the answer is made; a refused request ends the command
+    with exit 2 and writes nothing)."""
     with remote_client() as client:
         if client is not None:
             return _dump(remote(client))
-    from service.core.db import write_session
+    from service.core.db import write_transaction
 
-    with write_session(open_engine()) as session:
+    with write_transaction(open_engine()) as session:
         try:
             return _dump(local(session))
         except ProblemError as exc:

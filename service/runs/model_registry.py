@@ -1,5 +1,6 @@
 """The model registry: models and the endpoints that serve them, with their data-retention terms.
-Every change is audited with what changed."""
+Every change is audited with what changed, in the caller's unit of work (a route's write session,
+a command's `write_transaction`): nothing here commits."""
 
 from __future__ import annotations
 
@@ -65,22 +66,23 @@ def _audit(session: Session, actor: str, action: str, object_type: str, name: st
     session.add(AuditEvent(actor=actor, action=action, object_type=object_type, object_id=name, details=details))
 
 
-def _commit_unique(session: Session, kind: str, name: str) -> None:
+def _flush_unique(session: Session, kind: str, name: str) -> None:
+    """Flush a new row named `name`: 409 when a writer racing this one registered the name first
+    (the caller's unit of work then rolls back)."""
     try:
-        session.commit()
+        session.flush()
     except IntegrityError as exc:
-        session.rollback()
         raise ProblemError(409, "Conflict", f"{kind} {name!r} is already registered") from exc
 
 
 def create_model(*, session: Session, data: ModelCreate, actor: str) -> Model:
-    """Register a model (409 when the name is taken); commits."""
+    """Register a model (409 when the name is taken); flushed, so it has its id."""
     if session.exec(select(Model.id).where(Model.name == data.name)).first() is not None:
         raise ProblemError(409, "Conflict", f"model {data.name!r} is already registered; change it with PATCH /v1/models/{data.name}")
     model = Model(**data.model_dump())
     session.add(model)
     _audit(session, actor, AuditAction.MODEL_CREATE, "model", data.name, data.model_dump(mode="json", exclude={"name"}))
-    _commit_unique(session, "model", data.name)
+    _flush_unique(session, "model", data.name)
     return model
 
 
@@ -91,7 +93,6 @@ def update_model(*, session: Session, model: Model, data: ModelUpdate, actor: st
     model.updated_at = utcnow()
     session.add(model)
     _audit(session, actor, AuditAction.MODEL_UPDATE, "model", model.name, data.model_dump(mode="json", exclude_unset=True))
-    session.commit()
     return model
 
 
@@ -101,7 +102,8 @@ def list_models(*, session: Session) -> list[Model]:
 
 def create_endpoint(*, session: Session, data: EndpointCreate, actor: str) -> Endpoint:
     """Register an endpoint of a registered model; terms given as yes or no without a date count
-    as checked now, by `checked_by` (default: the caller). Commits."""
+    as checked now, by `checked_by` (default: the caller). Flushed, so it has its id; 409 when
+    the name is taken."""
     model = require_model(session=session, name=data.model)
     if session.exec(select(Endpoint.id).where(Endpoint.name == data.name)).first() is not None:
         raise ProblemError(409, "Conflict", f"endpoint {data.name!r} is already registered; change it with PATCH /v1/endpoints/{data.name}")
@@ -123,7 +125,7 @@ def create_endpoint(*, session: Session, data: EndpointCreate, actor: str) -> En
     )
     session.add(endpoint)
     _audit(session, actor, AuditAction.ENDPOINT_CREATE, "endpoint", data.name, data.model_dump(mode="json", exclude={"name"}))
-    _commit_unique(session, "endpoint", data.name)
+    _flush_unique(session, "endpoint", data.name)
     return endpoint
 
 
@@ -132,7 +134,7 @@ TERMS_FIELDS = ("trains_on_inputs", "retention_days", "terms_url")
 
 def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdate, actor: str) -> Endpoint:
     """Apply the fields set in `data`. Changing the terms without a `terms_checked_at` records
-    them as checked now, by `checked_by` (default: the caller). Commits."""
+    them as checked now, by `checked_by` (default: the caller)."""
     changes = data.model_dump(exclude_unset=True)
     before = {key: getattr(endpoint, key) for key in (*TERMS_FIELDS, "terms_checked_at")}
     if "model" in changes:
@@ -161,7 +163,6 @@ def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdat
     details: dict[str, Any] = {"changes": data.model_dump(mode="json", exclude_unset=True)}
     details["terms_before"] = {key: value.isoformat() if isinstance(value, datetime) else value for key, value in before.items()}
     _audit(session, actor, AuditAction.ENDPOINT_UPDATE, "endpoint", endpoint.name, details)
-    session.commit()
     return endpoint
 
 
@@ -186,9 +187,8 @@ def list_endpoints(*, session: Session, model: str | None = None) -> list[Endpoi
 
 
 def delete_endpoint(*, session: Session, endpoint: Endpoint, actor: str) -> None:
-    """Remove an endpoint no run used (409 otherwise: the ledger keeps what it saw). Commits."""
+    """Remove an endpoint no run used (409 otherwise: the ledger keeps what it saw)."""
     if session.exec(select(Run.id).where(Run.endpoint_id == endpoint.id).limit(1)).first() is not None:
         raise ProblemError(409, "Conflict", f"endpoint {endpoint.name!r} has runs in the exposure ledger and cannot be removed; mark its terms instead")
     session.delete(endpoint)
     _audit(session, actor, AuditAction.ENDPOINT_DELETE, "endpoint", endpoint.name, {})
-    session.commit()

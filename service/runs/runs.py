@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func
@@ -30,9 +31,10 @@ from schemas.evals import Eval, Split
 from schemas.model_registry import Endpoint, Model
 from schemas.release import Release, ReleaseItem
 from schemas.runs import Result, ResultRead, ResultsAccepted, ResultsPost, Run, RunCreate, RunItem, RunItemRead, RunRead, RunStarted, RunSummary
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
+from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, release_rows, resolve_release, sealed_reads_used
 from service.runs.model_registry import require_serving_endpoint
 
@@ -127,6 +129,29 @@ def _existing(session: Session, actor: str, token_id: int | None, key: str | Non
     return found
 
 
+@dataclass(frozen=True)
+class _RunRequest:
+    """What a run was asked for, and by whom."""
+
+    eval_name: str
+    data: RunCreate
+    split: Split
+    actor: str
+    token_id: int | None
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The run to write: its eval, release, model, endpoint and the release's rows it serves."""
+
+    evaluation: Eval
+    release: Release
+    model: Model
+    endpoint: Endpoint
+    rows: list[ReleaseItem]
+
+
 def start_run(
     *,
     engine: Engine,
@@ -143,42 +168,71 @@ def start_run(
     without charging the budget again; another token's key never finds it (409, before any budget
     is charged, when another token of the same name used that key). Raises ProblemError: 404
     (eval, release, model, endpoint), 422 (the endpoint serves another model, a naive date), 403
-    (sealed run refused; `condition` names the failing gate condition)."""
-    split = Split(data.split)
-    with write_session(engine) as session:
-        evaluation = require_eval(session=session, name=eval_name)
-        release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
-        model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
-        if (found := _existing(session, actor, token_id, idempotency_key)) is not None:
-            if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, split.value):
-                detail = f"Idempotency-Key {idempotency_key!r} already started run {found.id}, which differs from this request; use a new key"
-                raise ProblemError(422, "Invalid request", detail, reason="idempotency_conflict")
-            return _started(session, found, endpoint)
-        rows = release_rows(session=session, release=release, split=split, occurred_after=data.occurred_after)
-        if split is Split.SEALED:
-            _pass_gate(session, evaluation, release, endpoint, actor, token_id, scopes, terms_max_age_days, len(rows))
-    with write_session(engine) as session:
-        try:
+    (sealed run refused, audited; `condition` names the failing gate condition).
+
+    Two units of work: the first chooses the items and, for a sealed run, passes the gate and
+    charges the budget (`_choose`); the second writes the run with its ledger (`_record`)."""
+    request = _RunRequest(eval_name=eval_name, data=data, split=Split(data.split), actor=actor, token_id=token_id, idempotency_key=idempotency_key)
+    chosen = _choose(engine, request, scopes=scopes, terms_max_age_days=terms_max_age_days)
+    if isinstance(chosen, RunStarted):
+        return chosen
+    return _record(engine, request, chosen)
+
+
+def _choose(engine: Engine, request: _RunRequest, *, scopes: frozenset[str], terms_max_age_days: int) -> _Chosen | RunStarted:
+    """In a unit of work of its own: the run an idempotency key already started (returned as
+    it is), or the items to serve, with a sealed run's gate passed and its budget charged
+    (committed, so the charge stands). A refused sealed run raises ProblemError 403, its refusal
+    audited (`service.evals.refusal_audit`)."""
+    data = request.data
+    try:
+        with refusals_audited(engine), write_transaction(engine) as session:
+            evaluation = require_eval(session=session, name=request.eval_name)
+            release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
+            model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
+            if (found := _existing(session, request.actor, request.token_id, request.idempotency_key)) is not None:
+                if (found.eval_id, found.model_id, found.endpoint_id, found.split) != (evaluation.id, model.id, endpoint.id, request.split.value):
+                    detail = f"Idempotency-Key {request.idempotency_key!r} already started run {found.id}, which differs from this request; use a new key"
+                    raise ProblemError(422, "Invalid request", detail, reason="idempotency_conflict")
+                return _started(session, found, endpoint)
+            rows = release_rows(session=session, release=release, split=request.split, occurred_after=data.occurred_after)
+            if request.split is Split.SEALED:
+                _pass_gate(session, evaluation, release, endpoint, request.actor, request.token_id, scopes, terms_max_age_days, len(rows))
+    except SealedBudgetExceeded as exc:
+        raise ProblemError(403, "Sealed run refused", str(exc), condition="sealed_budget") from exc
+    return _Chosen(evaluation, release, model, endpoint, rows)
+
+
+def _record(engine: Engine, request: _RunRequest, chosen: _Chosen) -> RunStarted:
+    """Write the run, its ledger rows and exposure marks in a unit of work of its own. When the
+    same key raced in first, the run it started stands and is returned (409 when an earlier token
+    of the same name holds the key)."""
+    try:
+        with write_transaction(engine) as session:
             run = record_run(
-                session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=split, items=rows,
-                actor=actor, token_id=token_id, occurred_after=data.occurred_after, idempotency_key=idempotency_key,
+                session, evaluation=chosen.evaluation, release=chosen.release, model=chosen.model, endpoint=chosen.endpoint, split=request.split,
+                items=chosen.rows, actor=request.actor, token_id=request.token_id, occurred_after=request.data.occurred_after,
+                idempotency_key=request.idempotency_key,
             )  # fmt: skip
-            session.commit()
-        except IntegrityError:
-            session.rollback()  # the same key raced in: that run stands
-            found = _existing(session, actor, token_id, idempotency_key)
-            if found is None:
-                # The key is taken under this name by another token (an earlier one, since revoked).
-                raise ProblemError(
-                    409, "Conflict", f"Idempotency-Key {idempotency_key!r} was used by an earlier token named {actor.removeprefix('token:')!r}; use a new key"
-                ) from None
-            return _started(session, found, endpoint)
-        return _started(session, run, endpoint)
+            return _started(session, run, chosen.endpoint)
+    except IntegrityError:
+        pass  # the same key raced in: that run stands
+    with Session(engine) as session:
+        found = _existing(session, request.actor, request.token_id, request.idempotency_key)
+        if found is None:
+            # The key is taken under this name by another token (an earlier one, since revoked).
+            raise ProblemError(
+                409, "Conflict", f"Idempotency-Key {request.idempotency_key!r} was used by an earlier token named {request.actor.removeprefix('token:')!r}; use a new key"
+            ) from None
+        return _started(session, found, chosen.endpoint)
 
 
 def _pass_gate(
     session: Session, evaluation: Eval, release: Release, endpoint: Endpoint, actor: str, token_id: int | None, scopes: frozenset[str], max_age: int, count: int
 ) -> None:
+    """Judge a sealed run (`curation.runs.gate.judge_sealed_run`) and charge the budget in the
+    caller's unit of work. A refusal raises `AuditedRefusal`: ProblemError 403 naming the failing
+    condition, or SealedBudgetExceeded when the budget ran out meanwhile."""
     decision = judge_sealed_run(
         SealedRunRequest(
             has_sealed_scope="sealed" in scopes,
@@ -192,22 +246,19 @@ def _pass_gate(
         )
     )
     if decision.allowed:
-        try:
-            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=actor, token_id=token_id, item_count=count, purpose="run")
-            return
-        except SealedBudgetExceeded as exc:
-            raise ProblemError(403, "Sealed run refused", str(exc), condition="sealed_budget") from exc
+        consume_sealed_read(session=session, evaluation=evaluation, release=release, actor=actor, token_id=token_id, item_count=count, purpose="run")
+        return
     assert decision.condition is not None
     details = {"condition": decision.condition.value, "endpoint": endpoint.name, "release": release.number, "trains_on_inputs": endpoint.trains_on_inputs}
-    session.add(AuditEvent(actor=actor, action=AuditAction.RUN_SEALED_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details))
-    session.commit()
-    raise ProblemError(403, "Sealed run refused", decision.detail, condition=decision.condition.value)
+    refused = AuditEvent(actor=actor, action=AuditAction.RUN_SEALED_REFUSED, object_type="eval", object_id=evaluation.name, count=0, details=details)
+    raise AuditedRefusal(refused, ProblemError(403, "Sealed run refused", decision.detail, condition=decision.condition.value))
 
 
 def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str, token_id: int | None = None) -> ResultsAccepted:
     """Store per-item scores of the run, all or nothing, recording the token `token_id` that
     posted them (the caller checked it may: `require_run_owner`). Raises ProblemError 422 naming item ids
-    not in the run or given twice, 409 naming items already scored differently. Commits."""
+    not in the run or given twice, 409 naming items already scored differently. Written in the
+    caller's unit of work (flushed, so the counts returned include them)."""
     assert run.id is not None
     wanted = [entry.item_id for entry in data.results]
     twice = sorted(item_id for item_id, times in Counter(wanted).items() if times > 1)
@@ -228,7 +279,7 @@ def post_results(*, session: Session, run: Run, data: ResultsPost, actor: str, t
     if fresh:
         details = {"item_ids": sorted(entry.item_id for entry in fresh)}
         session.add(AuditEvent(actor=actor, action=AuditAction.RUN_RESULTS, object_type="run", object_id=str(run.id), count=len(fresh), details=details))
-    session.commit()
+    session.flush()
     scored = int(session.exec(select(func.count()).select_from(Result).where(Result.run_id == run.id)).one())
     return ResultsAccepted(run_id=run.id, stored=len(fresh), unchanged=len(data.results) - len(fresh), scored=scored, remaining=run.item_count - scored)
 

@@ -26,9 +26,10 @@ from schemas.probes import Probe, ProbeCreate
 from schemas.release import Release, ReleaseItem
 from schemas.review import Decision
 from schemas.runs import ResultIn, ResultsPost, Run, RunItem
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.core.tokens import create_token
-from service.evidence.probes import execute_probe, prepare_probe
+from service.evidence.probe_execution import execute_probe
+from service.evidence.probes import prepare_probe
 from service.items.shaping import withheld
 from service.runs.model_registry import create_endpoint, create_model
 from service.runs.runs import post_results
@@ -66,7 +67,7 @@ def seed(engine: Engine) -> dict[str, str]:
         texts = [json.loads(row.content)["input"] for row in rows if row.occurred_at.date() < cutoff]
         session.commit()
     with serve_model(WordNgramModel.train(texts), MODEL) as server:
-        with write_session(engine) as session:
+        with write_transaction(engine) as session:
             create_model(session=session, data=ModelCreate(name=MODEL, provider="acme", training_cutoff=cutoff, notes="trained on the older dev items"), actor="test")
             create_model(session=session, data=ModelCreate(name="undated", provider="acme"), actor="test")
         for data in (
@@ -75,11 +76,11 @@ def seed(engine: Engine) -> dict[str, str]:
             _endpoint(f"{MODEL}-unknown", MODEL, server.base_url, TrainsOnInputs.UNKNOWN, None),
             _endpoint("undated-api", "undated", "https://api.acme.test/v1", TrainsOnInputs.UNKNOWN, None),
         ):
-            with write_session(engine) as session:
+            with write_transaction(engine) as session:
                 create_endpoint(session=session, data=data, actor="test")
         prepared = prepare_probe(engine=engine, data=ProbeCreate(eval=EVAL, model=MODEL, endpoint=f"{MODEL}-local"), actor="token:admin", terms_max_age_days=90)
         assert execute_probe(engine, prepared) is not None
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         probe = session.get(Probe, prepared.probe_id)
         assert probe is not None and probe.run_id is not None
         run = session.get(Run, probe.run_id)

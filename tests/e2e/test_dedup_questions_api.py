@@ -20,7 +20,7 @@ from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from service.app import create_app
 from service.cli import app as cli_app
-from service.core.db import write_session, write_transaction
+from service.core.db import write_transaction
 from service.core.settings import Settings
 from service.evals.definitions import create_eval
 from tests.conftest import TEST_SECRET_KEY, LiveServer
@@ -99,7 +99,7 @@ def test_questions_list_both_items_side_by_side_and_answers_apply_as_rulings(liv
 
 def test_a_sealed_pair_is_listed_and_answered_without_its_text(live_server: LiveServer, engine: Engine) -> None:
     ids = asked_world(engine, p=0.1)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_eval(session=session, data=EvalCreate(name="all-sealed", sources=["hadoop"], sealed_fraction=1.0), secret_key=TEST_SECRET_KEY, actor="test", key=b"s" * 32)
     with Session(engine) as session:
         texts = [text for item_id in (ids[PLANT], ids[ORIGINAL]) if (item := session.get(Item, item_id)) is not None for text in (item.title, item.input[:60], item.external_id)]

@@ -52,7 +52,7 @@ from sqlalchemy.engine import Engine
 
 from schemas.runs import ResultIn, ResultsPost, RunCreate
 from service.app import create_app
-from service.core.db import make_engine, write_session, write_transaction
+from service.core.db import make_engine, write_transaction
 from service.core.tokens import create_token
 from service.runs.runs import post_results, require_run, start_run
 from tests.conftest import BACKENDS, LiveServer, make_settings, new_database, serve
@@ -102,7 +102,7 @@ def _seed(engine: Engine) -> str:
     released_eval(engine, count=30)
     register(engine)
     started = start_run(engine=engine, eval_name="ops", data=RunCreate(model="m1", endpoint="m1-no"), actor="token:fuzz", scopes=frozenset({"read"}), terms_max_age_days=90)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         run = require_run(session=session, run_id=started.id)
         post_results(session=session, run=run, data=ResultsPost(results=[ResultIn(item_id=item.item_id, score=0.5) for item in started.items[:5]]), actor="token:fuzz")
     with write_transaction(engine) as session:

@@ -17,7 +17,7 @@ from curation.releases.groups import near_groups
 from schemas.evals import Eval, EvalCreate
 from schemas.release import Release, ReleaseItem
 from service.cli import app as cli_app
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.settings import get_settings
 from service.evals.cli import parse_at
 from service.evals.definitions import create_eval
@@ -50,7 +50,7 @@ def _releases(engine: Engine, name: str) -> list[tuple[Release, dict[int, Releas
 
 def test_monthly_releases_of_the_kev_catalogue(live_server: LiveServer, engine: Engine, cli: CliRunner) -> None:
     ingest_and_curate(engine, "cisa-kev", kev_records())
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         for name, target in (("kev", 200), ("kev-wide", 5000)):
             data = EvalCreate(name=name, sources=["cisa-kev"], target_size=target, max_age_days=365, approval_policy="auto")
             create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=SEAL_KEY)

@@ -22,11 +22,11 @@ from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.source import Source, SourceCreate
 from service.cli import app as cli_app
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.metrics import Metrics, serve_scheduler_metrics
 from service.evals.definitions import create_eval, require_eval
 from service.evals.refresh import refresh_eval
-from service.evals.releases import consume_sealed_read
+from service.evals.releases import take_sealed_read
 from service.sources.definitions import create_source
 from tests.conftest import TEST_SECRET_KEY, LiveServer, _free_port
 from tests.eval_support import HashingEncoder
@@ -82,7 +82,7 @@ def test_database_gauges_show_work_done_outside_the_app(
     # The in-process counter counts only what this app ingested: nothing.
     assert _value(ingested, "goldenset_items_ingested_total", source="ops", outcome="new") is None
 
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         Deduplicator(encoder=encoder, config=DedupConfig()).curate(session)
         session.commit()
         unique = session.exec(select(func.count()).select_from(Item).where(Item.status == ItemStatus.UNIQUE.value)).one()
@@ -104,8 +104,9 @@ def test_database_gauges_show_work_done_outside_the_app(
 
     release = refresh_eval(engine, name="ops-eval", at=datetime.fromisoformat("2024-06-15T00:00:00+00:00"), secret_key=TEST_SECRET_KEY, actor="test").release
     assert release.dev_count + release.sealed_count > 0
-    with write_session(engine) as session:
-        consume_sealed_read(session=session, evaluation=require_eval(session=session, name="ops-eval"), release=release, actor="test", item_count=release.sealed_count)
+    with Session(engine) as session:
+        evaluation = require_eval(session=session, name="ops-eval")
+    take_sealed_read(engine, evaluation=evaluation, release=release, actor="test", item_count=release.sealed_count)
 
     released = _scrape(live_server, app)
     assert _value(released, "goldenset_releases", eval="ops-eval") == 1

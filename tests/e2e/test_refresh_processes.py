@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 
 from schemas.evals import EvalCreate, EvalItem
 from schemas.release import Release
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.evals.definitions import create_eval, require_eval
 from service.evals.releases import manifest
 from tests.conftest import REPO_ROOT, TEST_SECRET_KEY
@@ -28,7 +28,7 @@ KEY = bytes(range(32))
 
 def _setup(engine: Engine, *names: str, max_age_days: int = 365) -> None:
     ingest_and_curate(engine, "kev", kev_records(since="2024-01-01", until="2024-05-01"))
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         for name in names:
             data = EvalCreate(name=name, sources=["kev"], approval_policy="auto", max_age_days=max_age_days)
             create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEY)

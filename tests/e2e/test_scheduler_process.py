@@ -29,7 +29,7 @@ from schemas.dedup import DedupDecision
 from schemas.evals import DEFAULT_SCHEDULE, Eval, EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.release import Release
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.locks import _lock_key
 from service.core.metrics import serve_scheduler_metrics
 from service.dedup.runner import LOCK_NAME as CURATION_LOCK
@@ -54,7 +54,7 @@ def _wait_for(condition: Callable[[], bool], what: str, workers: list[Replica], 
 
 
 def _create_eval(engine: Engine, name: str) -> None:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_eval(
             session=session,
             data=EvalCreate(name=name, sources=["kev"], approval_policy="auto", max_age_days=3650),

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from curation.releases.groups import anchor, near_groups
 from curation.releases.sealing import is_sealed
 from schemas.evals import EvalCreate, EvalItem, Split
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.evals.definitions import create_eval, require_eval
 from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY, LiveServer
@@ -28,7 +28,7 @@ KEYS = {"alpha": b"a" * 32, "beta": b"b" * 32, "gamma": b"c" * 32}
 
 
 def _eval(engine: Engine, name: str) -> None:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         data = EvalCreate(name=name, sources=["kev"], approval_policy="auto", max_age_days=None, sealed_fraction=0.3, target_size=500)
         create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEYS[name])
 

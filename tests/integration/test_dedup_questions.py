@@ -200,7 +200,7 @@ def test_same_on_a_reviewed_later_item_is_refused_and_nothing_changes(engine: En
 def test_releases_take_no_item_with_an_open_question_until_it_is_answered(engine: Engine) -> None:
     ids = asked_world(engine, p=0.1)
     plant = ids[PLANT]
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         data = EvalCreate(name="hadoop-eval", sources=["hadoop"], approval_policy=ApprovalPolicy.AUTO, sealed_fraction=0.0, target_size=500, max_age_days=None)
         create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=b"k" * 32)
 

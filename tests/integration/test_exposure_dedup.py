@@ -18,7 +18,7 @@ from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.model_registry import TrainsOnInputs
 from schemas.release import ReleaseItem
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.evals.definitions import create_eval
 from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY
@@ -39,7 +39,7 @@ def test_exposed_items_retire_at_the_next_refresh_and_their_paraphrases_stay_out
     assert any(report["id"] == ORIGINAL for report in reports)
     ingest(engine, "hadoop", reports)
     _curate(engine, encoder)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         data = EvalCreate(name="hadoop-ops", sources=["hadoop"], approval_policy="auto", max_age_days=None, sealed_fraction=0.2, target_size=500)
         create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEY)
     first = refresh_eval(engine, name="hadoop-ops", at=datetime(2021, 10, 1, 3, tzinfo=UTC), secret_key=TEST_SECRET_KEY, actor="test").release

@@ -25,7 +25,7 @@ from schemas.item import Item, ItemStatus
 from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from service.app import create_app
 from service.cli import app as cli_app
-from service.core.db import make_engine
+from service.core.db import make_engine, write_transaction
 from service.core.settings import Settings, get_settings
 from service.dedup.encoder import get_encoder, model_identity
 from service.dedup.http_backend import EmbeddingEndpointRefused
@@ -60,7 +60,7 @@ def http_settings(database_url: str, server: EmbeddingServer, **changes: Any) ->
 
 
 def register(engine: Engine, base_url: str, *, trains: TrainsOnInputs = TrainsOnInputs.NO, checked_days_ago: int = 1) -> None:
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_model(session=session, data=ModelCreate(name="minilm-embeddings"), actor="test")
         terms = EndpointCreate(
             name=ENDPOINT,

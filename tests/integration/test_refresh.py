@@ -25,7 +25,7 @@ from service.core.problems import ProblemError
 from service.core.settings import Settings
 from service.evals.definitions import create_eval, update_eval
 from service.evals.refresh import RefreshError, refresh_eval
-from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, manifest, verify_release
+from service.evals.releases import SealedBudgetExceeded, manifest, take_sealed_read, verify_release
 from service.scheduler import GoldensetScheduler
 from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import distinct_words, ingest_and_curate
@@ -53,7 +53,7 @@ def kev(number: int, date: str, description: str | None = None) -> dict[str, Any
 
 
 def _eval(engine: Engine, **settings: Any) -> None:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_eval(session=session, data=EvalCreate(name=settings.pop("name", "ops"), sources=["kev"], **settings), secret_key=TEST_SECRET_KEY, actor="test", key=KEY)
 
 
@@ -126,7 +126,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     assert _members(engine, third) == ["CVE-2024-0004", "CVE-2024-0008", "CVE-2024-0020", "CVE-2024-0021"]
     retired = {entry["item_id"]: entry["reason"] for entry in third.diff["retired"]}
     assert retired == {ids["CVE-2024-0002"]: "aged_out", ids["CVE-2024-0007"]: "aged_out", ids["CVE-2024-0003"]: "displaced"}
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         update_eval(session=session, evaluation=_get_eval(session), data=EvalUpdate(target_size=10, max_age_days=None), actor="test")
     # No age limit and room for all: every approved item ever in the window may enter, but the retired stay out.
     fourth = _refresh(engine, "2024-07-01T03:00:00+00:00")
@@ -168,10 +168,9 @@ def test_a_release_is_frozen_verified_and_its_sealed_reads_are_budgeted(engine: 
     assert any(line.startswith("dev Merkle root") for line in report.mismatches) is False  # the recorded digests still make the recorded root
 
     for _ in range(2):
-        with write_session(engine) as session:
-            consume_sealed_read(session=session, evaluation=evaluation, release=release, actor="token:final", item_count=release.sealed_count)
-    with write_session(engine) as session, pytest.raises(SealedBudgetExceeded, match="budget of eval 'ops' is 2 per release"):
-        consume_sealed_read(session=session, evaluation=evaluation, release=release, actor="token:final", item_count=release.sealed_count)
+        take_sealed_read(engine, evaluation=evaluation, release=release, actor="token:final", item_count=release.sealed_count)
+    with pytest.raises(SealedBudgetExceeded, match="budget of eval 'ops' is 2 per release"):
+        take_sealed_read(engine, evaluation=evaluation, release=release, actor="token:final", item_count=release.sealed_count)
     with Session(engine) as session:
         actions = [event.action for event in session.exec(select(AuditEvent).where(col(AuditEvent.action).startswith("release.sealed")).order_by(col(AuditEvent.id)))]
     assert actions == ["release.sealed_read", "release.sealed_read", "release.sealed_refused"]

@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 from schemas.corpus_results import CorpusResult
 from schemas.evidence import TemporalSplitReport
 from schemas.model_registry import Model, ModelUpdate, TrainsOnInputs
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.runs.model_registry import update_model
 from tests.conftest import LiveServer
 from tests.eval_support import kev_records
@@ -141,7 +141,7 @@ def test_an_evals_run_results_feed_the_report_one_result_per_item(live_server: L
     assert report.before.mean_score == pytest.approx(0.4) and report.after.mean_score == pytest.approx(0.4)
     assert report.before.human_success_rate == 1.0 and report.corpus == "eval ops"
     assert not report.flagged and {warning.code for warning in report.warnings} >= {"small_half"}
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         model = session.exec(select(Model).where(Model.name == "m1")).one()
         update_model(session=session, model=model, data=ModelUpdate(training_cutoff=date(2020, 1, 1)), actor="test")
     with live_server.client("read") as client:

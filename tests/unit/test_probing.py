@@ -19,6 +19,7 @@ from curation.evidence.probing import (
     plan_probes,
     similarity,
 )
+from curation.refusals import Refused
 from schemas.evidence import CutMode, CutPolicy, ProbeCompletion, ProbeItem, ProbeReport, SimilarityMetric
 
 LEV = SimilarityMetric.LEVENSHTEIN
@@ -79,8 +80,9 @@ def test_the_prompt_names_dataset_and_split_asks_for_an_exact_reproduction_and_e
 
 
 def test_planning_refuses_sealed_items_and_repeated_ids_and_lists_items_it_cannot_cut() -> None:
-    with pytest.raises(SealedItemRefused, match="never probed"):
+    with pytest.raises(SealedItemRefused, match="never probed") as refused:
         plan_probes([_item(), _item(item_id="s", sealed=True)], dataset="d", split="s")
+    assert isinstance(refused.value, Refused) and (refused.value.reason, refused.value.status) == ("sealed_item", 409)  # answered as every refusal is
     with pytest.raises(ValueError, match="appears twice"):
         plan_probes([_item(), _item()], dataset="d", split="s")
     plan = plan_probes([_item(), _item("too short", item_id="short")], dataset="d", split="s")
