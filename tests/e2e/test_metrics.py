@@ -22,7 +22,7 @@ from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.source import Source, SourceCreate
 from service.cli import app as cli_app
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.core.metrics import Metrics, serve_scheduler_metrics
 from service.evals.definitions import create_eval, require_eval
 from service.evals.refresh import refresh_eval
@@ -82,7 +82,7 @@ def test_database_gauges_show_work_done_outside_the_app(
     # The in-process counter counts only what this app ingested: nothing.
     assert _value(ingested, "goldenset_items_ingested_total", source="ops", outcome="new") is None
 
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         Deduplicator(encoder=encoder, config=DedupConfig()).curate(session)
         session.commit()
         unique = session.exec(select(func.count()).select_from(Item).where(Item.status == ItemStatus.UNIQUE.value)).one()
