@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from sqlmodel import Session, select
 from ingest.mapping import Mapping, parse_mapping
 from ingest.readers import RawRecord
 from schemas.source import Source
-from service.core.db import make_engine, migrate, write_session
+from service.core.db import make_engine, migrate, write_transaction
 from service.sources.ingestion import ingest_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,14 +39,13 @@ def ingest(engine: Engine, source_name: str, records: list[dict[str, Any]], mapp
     """Store `records` into a source (created if new) through the normal ingest path (`workers`
     processes preparing records, as `goldenset ingest` does for a large file)."""
     parsed = mapping if isinstance(mapping, Mapping) else parse_mapping(mapping)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         source = session.exec(select(Source).where(Source.name == source_name)).first()
         if source is None:
             source = Source(name=source_name, kind="file", mapping=parsed.model_dump(mode="json", exclude_defaults=True))
             session.add(source)
-            session.commit()
-        raw = [RawRecord(i, f"index {i}", value=r) for i, r in enumerate(records)]
-        ingest_records(session=session, source=source, records=raw, mapping=parsed, actor="bench", workers=workers)
+    raw = [RawRecord(i, f"index {i}", value=r) for i, r in enumerate(records)]
+    ingest_records(units=partial(write_transaction, engine), source=source, records=raw, mapping=parsed, actor="bench", workers=workers)
 
 
 def session(engine: Engine) -> Session:

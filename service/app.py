@@ -132,6 +132,7 @@ def create_app(
     app.state.dedup_reader = DedupReader(settings, encoder=reader_encoder, can_encode=loads_model)
     app.state.dedup_semaphore = asyncio.Semaphore(DEDUP_CHECK_CONCURRENCY)
     install_problem_handlers(app)
+    dedup_routes.install_problem_handlers(app)
     for routes in (core_routes, source_routes, item_routes, dedup_routes, eval_routes, run_routes, evidence_routes):
         app.include_router(routes.router)
     ui_routes.install(app)

@@ -9,12 +9,18 @@ and the eval has been released before but the current period has no release yet 
 down at the tick), the refresh runs once at once: a missed period is caught up once, not once per
 missed tick. A new eval's first release waits for its schedule's next tick or an explicit
 refresh (`goldenset refresh`, `POST /v1/evals/{name}/refresh`), so a mistake in its settings can
-be corrected, or the eval deleted, before anything is released."""
+be corrected, or the eval deleted, before anything is released.
+
+A job answers nobody: each ends in `run_in_background`, the one place that logs what stopped it
+(a refused decision, `curation.refusals.Refused`, as one line with its reason; anything else with
+its traceback) and never raises, so the next tick runs it again."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -26,6 +32,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.dedup.http_encoder import EmbeddingServiceError
+from curation.refusals import Refused
 from curation.releases.periods import cron_trigger, period_at
 from ingest.connectors.base import ConnectorError
 from schemas.common import utcnow
@@ -34,12 +41,11 @@ from schemas.release import Release
 from schemas.source import Source, SourceStatus
 from service.core.settings import Settings
 from service.core.tracing import traced
-from service.dedup.http_backend import EmbeddingEndpointRefused
 from service.dedup.runner import CurationBusy, run_curation
 from service.evals.definitions import release_count
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 from service.sources.definitions import PLAIN_KINDS
-from service.sources.pulls import PullRefused, pull_source
+from service.sources.pulls import pull_source
 
 logger = logging.getLogger("goldenset.scheduler")
 SYNC_JOB_ID = "sync-source-jobs"
@@ -47,6 +53,20 @@ CURATE_JOB_ID = "curate"
 PULL_JOB_PREFIX = "pull:"
 REFRESH_JOB_PREFIX = "refresh:"
 JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+
+
+def run_in_background(job: str, work: Callable[[], object], *, retried: str = "the next run retries") -> None:
+    """Run one scheduled `job` (it answers nobody) and never raise. A decision the domain refused
+    (`curation.refusals.Refused`: a pull that cannot start, an embedding endpoint the gate
+    refuses) is logged as one line with its reason: a warning where a person must act (403, a
+    gate), information otherwise (a source busy, disabled or gone). Any other failure is logged
+    with its traceback and `retried` (what happens next)."""
+    try:
+        work()
+    except Refused as exc:
+        logger.log(logging.WARNING if exc.status == 403 else logging.INFO, "%s refused (%s): %s", job, exc.reason, exc.detail)
+    except Exception:
+        logger.exception("%s failed; %s", job, retried)
 
 
 def due_pull_sources(session: Session) -> dict[str, int]:
@@ -104,14 +124,15 @@ class GoldensetScheduler:
     @traced("goldenset.job.curate")
     def curate(self) -> None:
         """One scheduled curation run of whatever is pending; failures are logged, never raised."""
+        run_in_background("scheduled curation", self._curate)
+
+    def _curate(self) -> None:
         try:
             run_curation(self.engine, self.settings)
         except CurationBusy as exc:
             logger.info("scheduled curation skipped: %s", exc)
-        except (EmbeddingEndpointRefused, EmbeddingServiceError) as exc:
+        except EmbeddingServiceError as exc:
             logger.warning("scheduled curation stopped: %s; the next run tries again", exc)
-        except Exception:
-            logger.exception("scheduled curation failed; the next run retries")
 
     def curate_soon(self) -> None:
         """Bring the next curation run forward to now (after a pull stored something)."""
@@ -122,16 +143,15 @@ class GoldensetScheduler:
     @traced("goldenset.job.pull")
     def pull(self, name: str) -> None:
         """One scheduled pull; failures are recorded on the source and logged, never raised."""
+        run_in_background(f"scheduled pull of {name}", partial(self._pull, name))
+
+    def _pull(self, name: str) -> None:
         try:
             summary = pull_source(engine=self.engine, name=name, secret_key=self.settings.secret_key.get_secret_value(), actor="scheduler")
-            if self.settings.curate_after_ingest and (summary.new or summary.updated):
-                self.curate_soon()
-        except PullRefused as exc:
-            logger.info("scheduled pull of %s skipped: %s", name, exc)
         except ConnectorError:
-            pass  # recorded on the source by pull_source
-        except Exception:
-            logger.exception("scheduled pull of %s failed", name)
+            return  # recorded on the source by pull_source
+        if self.settings.curate_after_ingest and (summary.new or summary.updated):
+            self.curate_soon()
 
     def sync_refresh_jobs(self) -> None:
         """One cron job per eval on its schedule; a new job whose current period has no release
@@ -162,14 +182,16 @@ class GoldensetScheduler:
     def refresh(self, name: str) -> None:
         """One scheduled refresh of an eval (the release of the current period, if it has none);
         failures are logged, never raised."""
+        run_in_background(f"scheduled refresh of eval {name}", partial(self._refresh, name), retried="the next tick retries")
+
+    def _refresh(self, name: str) -> None:
         try:
             outcome = refresh_eval(self.engine, name=name, secret_key=self.settings.secret_key.get_secret_value(), actor="scheduler")
-            if outcome.created:
-                logger.info("eval %s: release %s written", name, outcome.release.number)
         except (RefreshBusy, RefreshError) as exc:
             logger.warning("scheduled refresh of eval %s skipped: %s", name, exc)
-        except Exception:
-            logger.exception("scheduled refresh of eval %s failed; the next tick retries", name)
+            return
+        if outcome.created:
+            logger.info("eval %s: release %s written", name, outcome.release.number)
 
 
 def _period_missed(session: Session, evaluation: Eval, now: datetime) -> bool:

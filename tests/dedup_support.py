@@ -8,7 +8,7 @@ import copy
 import json
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from ingest.readers import iter_jsonl
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import SourceCreate
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.settings import Settings
 from service.dedup.encoder import get_encoder
 from service.dedup.runner import run_curation
@@ -137,9 +137,9 @@ def ingest(engine: Engine, source: str, records: list[dict[str, Any]], mapping: 
     """Store `records` (JSON objects) into `source`, creating it with `mapping` if new."""
     compiled = load_mapping(mapping) if isinstance(mapping, Path) else mapping
     body = "\n".join(json.dumps(record) for record in records).encode()
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         stored = get_source(session=session, name=source)
         if stored is None:
             document = compiled.model_dump(mode="json", exclude_defaults=True)
             stored, _ = create_source(session=session, data=SourceCreate(name=source, kind="push", mapping=document), secret_key="x" * 40, actor="test")
-        return ingest_records(session=session, source=stored, records=list(iter_jsonl(body)), mapping=compiled, actor="test")
+    return ingest_records(units=partial(write_transaction, engine), source=stored, records=list(iter_jsonl(body)), mapping=compiled, actor="test")

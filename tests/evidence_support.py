@@ -21,7 +21,7 @@ from tests.dedup_support import KEV_MAPPING, ingest
 def register_corpus(engine: Engine, name: str, records: list[dict[str, Any]]) -> None:
     """Register `records` (KEV JSON objects) as the public corpus `name`, as `goldenset reference add` does."""
     mapping = load_mapping(KEV_MAPPING).model_copy(update={"format": "jsonl", "records": None})
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         document = mapping.model_dump(mode="json", exclude_defaults=True)
         create_source(session=session, data=SourceCreate(name=name, kind="reference", mapping=document), secret_key="x" * 40, actor="test")
     summary = ingest(engine, name, records, mapping)

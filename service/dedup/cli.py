@@ -10,7 +10,7 @@ from rich.table import Table
 from sqlmodel import Session, col, select
 
 from service.core.settings import get_settings
-from service.core.terminal import EXIT_BUSY, EXIT_FAILED, EXIT_REFUSED, err, fail, open_engine, out, progress_bar
+from service.core.terminal import EXIT_BUSY, EXIT_FAILED, err, fail, open_engine, out, progress_bar
 from service.dedup.dedup_cli import dedup_app
 
 REDECIDE_SHOWN = 20
@@ -20,15 +20,23 @@ if TYPE_CHECKING:
 
 
 def curate_after_ingest() -> None:
-    """Curate what an ingest left pending; a busy lock or stale fingerprints are reported, not fatal."""
+    """Curate what an ingest left pending; a busy lock, stale fingerprints, a failing embedding
+    server or an embedding endpoint the gate refuses are reported, not fatal: the ingest is done.
+    The gate is asked first (`endpoint_refusal`), so its refusal is reported before any work; one
+    that comes later (the endpoint changed meanwhile) ends the command as every refusal does."""
     from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
-    from service.dedup.http_backend import EmbeddingEndpointRefused
+    from service.dedup.http_backend import endpoint_refusal
     from service.dedup.runner import CurationBusy
 
+    with Session(open_engine()) as session:
+        refusal = endpoint_refusal(session, get_settings(), None)
+    if refusal is not None:
+        err.print(f"not curated now: {refusal}", highlight=False)
+        return
     try:
         _run_curation(limit=None)
-    except (CurationBusy, EmbeddingEndpointRefused, EmbeddingServiceError) as exc:
+    except (CurationBusy, EmbeddingServiceError) as exc:
         err.print(f"not curated now: {exc}", highlight=False)
     except MixedRecipeError as exc:
         err.print(f"[yellow]not curated:[/] {exc}", highlight=False)
@@ -174,11 +182,10 @@ def curate(
 
     Exit status: 0 when done (or nothing was pending), 6 when another process is curating,
     2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint),
-    4 when the `http` embedding backend's endpoint fails the gate (the message names the condition),
-    5 when the embedding server failed or answered something unusable."""
+    4 when the `http` embedding backend's endpoint fails the gate (refused: the message names the
+    condition), 5 when the embedding server failed or answered something unusable."""
     from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
-    from service.dedup.http_backend import EmbeddingEndpointRefused
     from service.dedup.runner import CurationBusy
 
     try:
@@ -194,8 +201,6 @@ def curate(
         raise fail(str(exc), EXIT_BUSY) from exc
     except MixedRecipeError as exc:
         raise fail(str(exc)) from exc
-    except EmbeddingEndpointRefused as exc:
-        raise fail(str(exc), EXIT_REFUSED) from exc
     except EmbeddingServiceError as exc:
         raise fail(str(exc), EXIT_FAILED) from exc
 

@@ -3,7 +3,8 @@
 `answer` (registered by `service.dedup.cli`).
 
 Exit status of the rulings and answers: 0 when ruled, 3 when refused (the reason is printed), 2 on
-bad usage.
+bad usage or an unknown item or question. A refusal is answered as every command's is
+(`service.core.terminal.refusal_exit`, by its HTTP status: 404 is 2, any other 3).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from rich.table import Table
 from sqlmodel import Session
 
 from curation.dedup.answers import answer_question
-from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
-from curation.refusals import Refused
+from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from schemas.common import MAX_ROW_ID
 from schemas.dedup import DedupStats
 from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionRuling, QuestionState
@@ -26,7 +26,7 @@ from schemas.item import Item
 from service.core.db import write_transaction
 from service.core.remote import remote_client
 from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, fail, open_engine, out
+from service.core.terminal import CLI_ACTOR, open_engine, out
 from service.dedup.questions import question_page
 from service.dedup.reads import stats_for_readers
 from service.evals.sealed_review import revealed_evals
@@ -75,12 +75,10 @@ def _print_stats(figures: DedupStats) -> None:
 
 
 def _rule(rule: Callable[..., Item]) -> Item:
-    """Apply a ruling in its own transaction; a refusal ends the command with its reason (exit 3)."""
-    try:
-        with write_transaction(open_engine()) as session:
-            return rule(session=session)
-    except OverrideRefused as exc:
-        raise fail(f"refused ({exc.reason}): {exc.detail}", EXIT_REJECTED) from exc
+    """Apply a ruling in its own unit of work; a refusal (`OverrideRefused`) writes nothing and ends
+    the command with its reason."""
+    with write_transaction(open_engine()) as session:
+        return rule(session=session)
 
 
 @dedup_app.command("not-duplicate")
@@ -88,7 +86,7 @@ def not_duplicate(item: ItemArgument, note: NoteOption) -> None:
     """Rule that a duplicate (or contaminated) item is not a duplicate of the item it names: it
     becomes unique (and waits for review), and no curation run matches the pair again.
 
-    Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage."""
+    Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage or an unknown item."""
     _rule(partial(rule_not_duplicate, item_id=item, note=note, actor=CLI_ACTOR))
     out.print(f"item {item} is unique now: ruled not a duplicate, and never matched with that item again", highlight=False)
 
@@ -99,7 +97,7 @@ def duplicate_of(item: ItemArgument, other: Annotated[int, typer.Argument(min=1,
     itself: it becomes duplicate (contaminated when OTHER belongs to a reference corpus) and stays
     so whenever it is curated again.
 
-    Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage."""
+    Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage or an unknown item."""
     ruled = _rule(partial(rule_duplicate_of, item_id=item, other_id=other, note=note, actor=CLI_ACTOR))
     out.print(f"item {item} is {ruled.status} of item {other} now, by this ruling, on every curation run", highlight=False)
 
@@ -173,11 +171,8 @@ def answer(
             read = DedupQuestionRead.model_validate(client.answer_question(question, ruling.value, note or None).model_dump(mode="json"))
             item_id, other_id = read.item.id, read.other.id
         else:
-            try:
-                with write_transaction(open_engine()) as session:
-                    answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None)
-                    item_id, other_id = answered.item_id, answered.other_id
-            except Refused as exc:
-                raise fail(f"refused ({exc.reason}): {exc.detail}", 2 if exc.status == 404 else EXIT_REJECTED) from exc
+            with write_transaction(open_engine()) as session:
+                answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None)
+                item_id, other_id = answered.item_id, answered.other_id
     verdict = "the same incident: the later one is a duplicate of the earlier now" if ruling is QuestionRuling.SAME else "distinct incidents: never matched again"
     out.print(f"question {question} answered: items {item_id} and {other_id} are {verdict}", highlight=False)

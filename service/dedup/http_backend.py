@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 from curation.dedup.embeddings import Encoder
 from curation.dedup.http_encoder import HttpEncoder, embeddings_url, http_model_id, shown_url
 from curation.dedup.readability import ReadabilityMeter
+from curation.refusals import Refused
 from curation.runs.gate import judge_terms
 from schemas.common import utcnow
 from schemas.model_registry import Endpoint
@@ -34,16 +35,19 @@ _encoders: dict[str, HttpEncoder] = {}
 _encoders_lock = threading.Lock()
 
 
-class EmbeddingEndpointRefused(RuntimeError):
-    """The embedding endpoint may not receive incident text; `condition` names why: one of the
-    gate's terms conditions (`curation.runs.gate.GateCondition`: `trains_on_inputs`,
-    `terms_unknown`, `terms_unchecked`, `terms_stale`), `endpoint_not_registered` or
-    `endpoint_url_mismatch`. Nothing was curated."""
+class EmbeddingEndpointRefused(Refused):
+    """The embedding endpoint may not receive incident text (403, a gate); `condition` (its
+    `reason`) names why: one of the gate's terms conditions (`curation.runs.gate.GateCondition`:
+    `trains_on_inputs`, `terms_unknown`, `terms_unchecked`, `terms_stale`),
+    `endpoint_not_registered` or `endpoint_url_mismatch`. Nothing was curated. A command answers
+    it as every refusal (exit 4); the API with its own problem (`service.dedup.routes`)."""
 
     def __init__(self, condition: str, detail: str) -> None:
-        super().__init__(f"curation refused ({condition}): incident texts are embedded only by a registered endpoint that passes the sealed-run gate; {detail}")
+        super().__init__(condition, f"incident texts are embedded only by a registered endpoint that passes the sealed-run gate; {detail}", 403)
         self.condition = condition
-        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"curation refused ({self.condition}): {self.detail}"
 
 
 def http_identity(settings: Settings) -> tuple[str, int]:
@@ -112,20 +116,27 @@ def admit_encoder(session: Session, settings: Settings, encoder: Encoder | None,
     sends texts to a registered endpoint, registered with that URL, whose terms pass
     `judge_terms` at `now`; otherwise raise `EmbeddingEndpointRefused` naming the first failing
     condition (registration, URL, then the gate's order)."""
+    refusal = endpoint_refusal(session, settings, encoder, now=now)
+    if refusal is not None:
+        raise refusal
+
+
+def endpoint_refusal(session: Session, settings: Settings, encoder: Encoder | None, *, now: datetime | None = None) -> EmbeddingEndpointRefused | None:
+    """The refusal `admit_encoder` would raise, or None: for a caller that reports it and goes on."""
     destination = _destination(settings, encoder)
     if destination is None:
-        return
+        return None
     name, url = destination
     endpoint = session.exec(select(Endpoint).where(Endpoint.name == name)).first() if name else None
     if endpoint is None:
         named = f"endpoint {name!r} is not registered" if name else "no endpoint is named (GOLDENSET_EMBEDDING_ENDPOINT)"
-        raise EmbeddingEndpointRefused(
+        return EmbeddingEndpointRefused(
             NOT_REGISTERED,
             f"{named}; register the embedding server with POST /v1/endpoints (admin scope), base URL {shown_url(url).removesuffix('/embeddings')}, and its data-retention terms, "
             "then set GOLDENSET_EMBEDDING_ENDPOINT to its name",
         )
     if _comparable(endpoint.base_url) != shown_url(url):  # credentials and query aside
-        raise EmbeddingEndpointRefused(
+        return EmbeddingEndpointRefused(
             URL_MISMATCH,
             f"endpoint {name!r} is registered with base URL {shown_url(endpoint.base_url)}, but texts would go to {shown_url(url)} (GOLDENSET_EMBEDDING_URL); "
             f"the terms recorded for one say nothing of the other: make them the same (PATCH /v1/endpoints/{name})",
@@ -137,9 +148,10 @@ def admit_encoder(session: Session, settings: Settings, encoder: Encoder | None,
         now=now or utcnow(),
         terms_max_age_days=settings.terms_max_age_days,
     )
-    if not decision.allowed:
-        assert decision.condition is not None
-        raise EmbeddingEndpointRefused(decision.condition.value, decision.detail)
+    if decision.allowed:
+        return None
+    assert decision.condition is not None
+    return EmbeddingEndpointRefused(decision.condition.value, decision.detail)
 
 
 def _comparable(base_url: str) -> str | None:

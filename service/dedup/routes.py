@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -39,7 +40,7 @@ from schemas.token import Scope
 from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep
-from service.core.problems import ProblemError, problem_doc
+from service.core.problems import ProblemError, problem_doc, problem_response
 from service.core.rate_limits import RateLimits
 from service.dedup.http_backend import EmbeddingEndpointRefused, admit_encoder
 from service.dedup.questions import one_question, question_page
@@ -108,11 +109,9 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
     """The check's answer, and the item of a sealed slice it matched (never named in the answer)."""
     with Session(engine) as session:
         deduplicator = _deduplicator(reader, session)
+        admit_encoder(session, reader.settings, deduplicator.encoder)  # a refusal is answered by `install_problem_handlers`
         try:
-            admit_encoder(session, reader.settings, deduplicator.encoder)
             verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k)
-        except EmbeddingEndpointRefused as exc:
-            raise ProblemError(403, "Embedding endpoint refused", str(exc), condition=exc.condition) from exc
         except EmbeddingServiceError as exc:
             raise ProblemError(503, "Service Unavailable", f"{exc}; nothing was checked") from exc
         details = dict(verdict.details)
@@ -141,6 +140,16 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
             similar=similar_reads(session=session, ranked=ranked, secret_key=secret_key),
         )
         return result, sealed_item
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Answer an embedding endpoint the gate refuses (`EmbeddingEndpointRefused`, from whatever
+    route embeds a text) with 403 naming its `condition`, as the sealed-run gate's refusals are;
+    more specific than the app's handler of every other refusal (`service.core.problems`)."""
+
+    @app.exception_handler(EmbeddingEndpointRefused)
+    async def _embedding_refused(request: Request, exc: EmbeddingEndpointRefused) -> JSONResponse:
+        return problem_response(403, "Embedding endpoint refused", str(exc), instance=request.url.path, condition=exc.condition)
 
 
 def _named_items(details: dict[str, object]) -> dict[str, int]:

@@ -152,7 +152,7 @@ def _run_locked(
         if deduplicator.index is None:
             switch = _adopt_equivalent_vectors(engine, runner, encoder, deduplicator.recipe)
             if switch.adopted:
-                reader.rollback()  # a fresh snapshot, holding the adopted vectors
+                reader.close()  # ends its snapshot: the load below reads a fresh one, holding the adopted vectors
             try:
                 deduplicator.load(reader)
             except MixedRecipeError as error:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 from rich.table import Table
+from sqlmodel import Session
 
 from ingest.connectors.base import ConfigError
 from ingest.connectors.registry import UnknownConnector
@@ -15,7 +17,8 @@ from ingest.mapping import MappingError, load_mapping
 from ingest.preparing import usable_cores
 from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
-from schemas.source import SourceCreate, SourceKind, SourceRead, check_source_name
+from schemas.source import Source, SourceCreate, SourceKind, SourceRead, check_source_name
+from service.core.db import write_transaction
 from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import (
@@ -62,11 +65,13 @@ def pull(source: Annotated[str, typer.Option("--source", help="The connector sou
     """Pull a connector source now, from its cursor, showing progress.
 
     Exit status: 0 on success (3 when some records were rejected), 4 when the credentials were
-    refused, 5 when the pull failed otherwise (it resumes from the last stored page next time),
-    2 when it could not start."""
+    refused, 5 when the pull failed otherwise (it resumes from the last stored page next time).
+    A pull that cannot start is refused with its reason: 2 when the source does not exist, 3 when
+    it cannot be pulled now (disabled, not a connector source, unusable settings, or a pull of it
+    already running)."""
     from ingest.connectors.base import AuthError, ConnectorError
     from ingest.pull import PullProgress
-    from service.sources.pulls import PullRefused, pull_source
+    from service.sources.pulls import pull_source
 
     engine = open_engine()
     with progress_bar() as progress:
@@ -77,8 +82,6 @@ def pull(source: Annotated[str, typer.Option("--source", help="The connector sou
 
         try:
             summary = pull_source(engine=engine, name=source, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR, on_page=on_page)
-        except PullRefused as exc:
-            raise fail(str(exc)) from exc
         except AuthError as exc:
             raise fail(str(exc), EXIT_REFUSED) from exc
         except ConnectorError as exc:
@@ -121,39 +124,41 @@ def _ingest_file(file: Path, source: str, mapping: Path | None, format: str | No
     except OSError as exc:
         raise fail(f"cannot read {file}: {exc.strerror}") from exc
     settings = get_settings()
-    with open_write_session() as session:
-        stored_source = get_source(session=session, name=source)
-        mapping_document = parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None
-        if stored_source is None:
-            stored_source, _ = create_source(
-                session=session,
-                data=SourceCreate(name=source, kind=kind, mapping=mapping_document),
-                secret_key=settings.secret_key.get_secret_value(),
-                actor=CLI_ACTOR,
-            )
-            err.print(f"created source [bold]{source}[/]")
-        elif (stored_source.kind == SourceKind.REFERENCE.value) != (kind == SourceKind.REFERENCE.value):
-            raise fail(f"source {source!r} is a {stored_source.kind} source; reference corpora and incident sources cannot share a name")
-        elif mapping_document is not None:
-            set_source_mapping(session=session, source=stored_source, mapping=mapping_document, actor=CLI_ACTOR)
-        effective = source_mapping(stored_source)
-        try:
-            records = list(iter_records(data, detect_format(file, format, effective.format), effective.records))
-        except DocumentError as exc:
-            raise fail(f"{file}: {exc}; nothing was ingested") from exc
-        with progress_bar() as progress:
-            task = progress.add_task(f"ingesting {file.name}", total=len(records))
-            summary = ingest_records(
-                session=session,
-                source=stored_source,
-                records=records,
-                mapping=effective,
-                actor=CLI_ACTOR,
-                on_progress=lambda n: progress.advance(task, n),
-                workers=settings.ingest_workers or usable_cores(),
-            )
+    engine = open_engine()
+    with write_transaction(engine) as session:
+        stored_source = _file_source(session, source, kind, parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None)
+    effective = source_mapping(stored_source)
+    try:
+        records = list(iter_records(data, detect_format(file, format, effective.format), effective.records))
+    except DocumentError as exc:
+        raise fail(f"{file}: {exc}; nothing was ingested") from exc
+    with progress_bar() as progress:
+        task = progress.add_task(f"ingesting {file.name}", total=len(records))
+        summary = ingest_records(
+            units=partial(write_transaction, engine),
+            source=stored_source,
+            records=records,
+            mapping=effective,
+            actor=CLI_ACTOR,
+            on_progress=lambda n: progress.advance(task, n),
+            workers=settings.ingest_workers or usable_cores(),
+        )
     print_summary(summary)
     return summary
+
+
+def _file_source(session: Session, name: str, kind: str, mapping: dict[str, Any] | None) -> Source:
+    """The source called `name`, created with `kind` if new; `mapping`, when given, is stored on it."""
+    stored = get_source(session=session, name=name)
+    if stored is None:
+        data = SourceCreate(name=name, kind=kind, mapping=mapping)
+        stored, _ = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
+        err.print(f"created source [bold]{name}[/]")
+    elif (stored.kind == SourceKind.REFERENCE.value) != (kind == SourceKind.REFERENCE.value):
+        raise fail(f"source {name!r} is a {stored.kind} source; reference corpora and incident sources cannot share a name")
+    elif mapping is not None:
+        set_source_mapping(session=session, source=stored, mapping=mapping, actor=CLI_ACTOR)
+    return stored
 
 
 @reference_app.command("add")
@@ -188,7 +193,7 @@ def source_create(
         data = SourceCreate(name=name, kind=kind, mapping=document, connector=connector_document, pull_interval_seconds=interval)
     except (ValueError, MappingError, OSError) as exc:
         raise fail(str(exc)) from exc
-    with open_write_session() as session:
+    with write_transaction(open_engine()) as session:
         try:
             _, secret = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
         except (FileExistsError, ConfigError, UnknownConnector) as exc:

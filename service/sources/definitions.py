@@ -1,4 +1,7 @@
-"""Data access for sources: lookup, creation with a webhook secret, and the mapping each one uses."""
+"""Data access for sources: lookup, creation with a webhook secret, and the mapping each one uses.
+
+Nothing here commits: each change is written in the caller's unit of work (a route's
+`WriteSessionDep`, a command's `write_transaction`), with its audit event."""
 
 from __future__ import annotations
 
@@ -75,7 +78,6 @@ def create_source(*, session: Session, data: SourceCreate, secret_key: str, acto
     session.add(source)
     session.flush()
     session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_CREATE, object_type="source", object_id=data.name, details={"kind": data.kind}))
-    session.commit()
     return source, secret
 
 
@@ -100,7 +102,6 @@ def update_source(*, session: Session, source: Source, data: SourceUpdate, secre
     session.add(source)
     changed = sorted(present - {"connector"}) + (["connector"] if "connector" in present else [])
     session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_UPDATE, object_type="source", object_id=source.name, details={"fields": changed}))
-    session.commit()
     return source
 
 
@@ -115,7 +116,6 @@ def delete_source(*, session: Session, source: Source, actor: str) -> None:
     session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source.id))
     session.delete(source)
     session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_DELETE, object_type="source", object_id=source.name))
-    session.commit()
 
 
 def connector_config(source: Source, *, secret_key: str) -> ConnectorConfig:
@@ -134,7 +134,6 @@ def set_source_mapping(*, session: Session, source: Source, mapping: dict[str, A
     source.updated_at = utcnow()
     session.add(source)
     session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_MAPPING, object_type="source", object_id=source.name))
-    session.commit()
 
 
 def webhook_secret(source: Source, *, secret_key: str) -> str | None:

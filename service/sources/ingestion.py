@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlmodel import Session
-
 from ingest.mapping import CompiledMapping, Mapping
 from ingest.readers import RawRecord
-from ingest.store import ItemWriter
+from ingest.store import ItemWriter, UnitsOfWork
 from schemas.audit import AuditAction, AuditEvent
 from schemas.problem import IngestSummary
 from schemas.source import Source
@@ -16,7 +14,7 @@ from schemas.source import Source
 
 def ingest_records(
     *,
-    session: Session,
+    units: UnitsOfWork,
     source: Source,
     records: Sequence[RawRecord],
     mapping: Mapping,
@@ -26,20 +24,24 @@ def ingest_records(
 ) -> IngestSummary:
     """Map, redact and store `records` into `source`, auditing the run; returns its summary.
 
-    Good records are committed even when others are rejected; a rejected record changes nothing.
-    `workers` above 1 prepares a large batch's records in that many processes (`ingest.preparing`).
+    Good records are stored even when others are rejected; a rejected record changes nothing.
+    Each chunk of records (`ingest.store.CHUNK_SIZE`) is a unit of work of its own (`units()`,
+    e.g. `service.core.db.write_transaction` on the engine), on purpose: a long batch that is
+    interrupted keeps every complete chunk, and other writers get their turn between chunks. The
+    audit event is written in one more unit at the end. `workers` above 1 prepares a large batch's
+    records in that many processes (`ingest.preparing`).
     """
-    writer = ItemWriter(session=session, source=source, mapping=CompiledMapping(mapping), workers=workers)
-    summary = writer.write(records, on_progress=on_progress)
-    session.add(
-        AuditEvent(
-            actor=actor,
-            action=AuditAction.ITEMS_INGEST,
-            object_type="source",
-            object_id=source.name,
-            count=summary.new + summary.updated,
-            details=summary.counts(),
+    writer = ItemWriter(source=source, mapping=CompiledMapping(mapping), workers=workers)
+    summary = writer.write(records, units=units, on_progress=on_progress)
+    with units() as session:
+        session.add(
+            AuditEvent(
+                actor=actor,
+                action=AuditAction.ITEMS_INGEST,
+                object_type="source",
+                object_id=source.name,
+                count=summary.new + summary.updated,
+                details=summary.counts(),
+            )
         )
-    )
-    session.commit()
     return summary

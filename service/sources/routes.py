@@ -6,6 +6,7 @@ import codecs
 import json
 import logging
 import time
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, status
@@ -25,7 +26,7 @@ from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceCreated, SourceRead, SourceUpdate
 from service.core.admission import before_body, public
 from service.core.auth import AdminPrincipal, IngestPrincipal, ReadPrincipal
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.deps import BodyDep, MetricsDep, SessionDep, SettingsDep, WriteSessionDep, hand_back_connection
 from service.core.metrics import Metrics
 from service.core.problems import ProblemError, problem_doc, problem_response
@@ -105,7 +106,7 @@ def get_source(name: str, _: ReadPrincipal, session: SessionDep) -> SourceRead:
 
 
 @router.patch("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404, 422))
-def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, session: SessionDep, settings: SettingsDep) -> SourceRead:
+def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, session: WriteSessionDep, settings: SettingsDep) -> SourceRead:
     """Change a source's mapping, connector configuration (credentials included), pull interval or
     enabled flag, or reset its cursor; a new connector configuration clears `auth_failed`."""
     source = require_source(session=session, name=name)
@@ -119,7 +120,7 @@ def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, sessi
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_doc(401, 403, 404, 409))
-def remove_source(name: str, principal: AdminPrincipal, session: SessionDep) -> None:
+def remove_source(name: str, principal: AdminPrincipal, session: WriteSessionDep) -> None:
     """Delete a source that holds no items (items stay in dedup history: disable the source instead)."""
     try:
         delete_source(session=session, source=require_source(session=session, name=name), actor=principal.actor)
@@ -141,6 +142,8 @@ def _pull_now(request: Request, name: str, actor: str) -> IngestSummary:
 
 
 def _pull_in_background(request: Request, name: str, actor: str) -> None:
+    """A pull the API started and answered already (202): it answers nobody, so what stopped it
+    (a refusal, the connector's error, recorded on the source) is logged."""
     try:
         _pull_now(request, name, actor)
     except (PullRefused, ConnectorError) as exc:
@@ -187,8 +190,14 @@ def _parse_json(body: bytes) -> Any:
 
 
 def _store(engine: Engine, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
-    with write_session(engine) as session:
-        return _store_in(session, metrics, name, records, actor)
+    """Store `records` into the source called `name`: it is read in a session of its own, and the
+    records are written in units of work of their own, chunk by chunk (`ingest_records`)."""
+    with Session(engine) as session:
+        source = require_source(session=session, name=name)
+        mapping = _mapping_of(source)
+    summary = ingest_records(units=partial(write_transaction, engine), source=source, records=records, mapping=mapping, actor=actor)
+    metrics.record_ingest(summary)
+    return summary
 
 
 def _mapping_of(source: Source) -> Mapping:
@@ -196,14 +205,6 @@ def _mapping_of(source: Source) -> Mapping:
         return source_mapping(source)
     except MappingError as exc:
         raise ProblemError(409, "Conflict", f"the source's stored mapping is invalid: {exc}") from exc
-
-
-def _store_in(session: Session, metrics: Metrics, name: str, records: list[RawRecord], actor: str) -> IngestSummary:
-    source = require_source(session=session, name=name)
-    mapping = _mapping_of(source)
-    summary = ingest_records(session=session, source=source, records=records, mapping=mapping, actor=actor)
-    metrics.record_ingest(summary)
-    return summary
 
 
 def _summary_response(summary: IngestSummary) -> JSONResponse:
@@ -247,12 +248,12 @@ def _authenticate(session: Session, name: str, body: bytes, header: str | None, 
 
 
 def _claim(engine: Engine, source_id: int, digest: str, timestamp: int, tolerance_seconds: int) -> bool:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         return claim_delivery(session=session, source_id=source_id, digest=digest, timestamp=timestamp, now=utcnow(), tolerance_seconds=tolerance_seconds)
 
 
 def _forget(engine: Engine, source_id: int, digest: str) -> None:
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         forget_delivery(session=session, source_id=source_id, digest=digest)
 
 

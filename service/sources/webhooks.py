@@ -106,24 +106,25 @@ def delivery_digest(body: bytes, timestamp: int) -> str:
 
 
 def claim_delivery(*, session: Session, source_id: int, digest: str, timestamp: int, now: datetime, tolerance_seconds: int) -> bool:
-    """Record a delivery to `source_id` and commit; False when it was already recorded (a replay).
+    """Record a delivery to `source_id` in the caller's unit of work; False when it was already
+    recorded (a replay).
 
     Rows whose signature is older than the tolerance are pruned first: such a signature is
     refused as stale anyway, so the table holds at most the deliveries of one tolerance window.
-    The unique (source, digest) key makes two concurrent copies of a delivery claim it once.
+    The unique (source, digest) key makes two concurrent copies of a delivery claim it once: the
+    row is written in a savepoint, so a copy that finds it taken leaves the prune in place.
     """
     session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.signed_at) < now - timedelta(seconds=tolerance_seconds)))
-    session.commit()
-    session.add(WebhookDelivery(source_id=source_id, digest=digest, signed_at=datetime.fromtimestamp(timestamp, tz=UTC), received_at=now))
     try:
-        session.commit()
+        with session.begin_nested():
+            session.add(WebhookDelivery(source_id=source_id, digest=digest, signed_at=datetime.fromtimestamp(timestamp, tz=UTC), received_at=now))
+            session.flush()
     except IntegrityError:
-        session.rollback()
         return False
     return True
 
 
 def forget_delivery(*, session: Session, source_id: int, digest: str) -> None:
-    """Drop a claimed delivery that was not processed (the server failed), so its sender may retry it."""
+    """Drop a claimed delivery that was not processed (the server failed), so its sender may retry
+    it; written in the caller's unit of work."""
     session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source_id, col(WebhookDelivery.digest) == digest))
-    session.commit()

@@ -107,6 +107,14 @@ def test_source_create_prints_the_webhook_secret_once_and_stores_it_encrypted(da
     assert "alerts" in run(database_url, "source", "list").stdout
 
 
+def test_a_pull_that_cannot_start_is_refused_with_its_reason(database_url: str) -> None:
+    missing = run(database_url, "pull", "--source", "nowhere")
+    assert missing.returncode == 2 and "refused (not_found): source 'nowhere' does not exist" in missing.stderr, missing.stderr
+    assert run(database_url, "source", "create", "alerts").returncode == 0
+    plain = run(database_url, "pull", "--source", "alerts")
+    assert plain.returncode == 3 and "refused (not_a_connector)" in plain.stderr, plain.stderr
+
+
 def test_two_ingests_at_once_into_one_database_both_succeed(database_url: str, engine: Engine, tmp_path: Path) -> None:
     env = {**os.environ, **NO_CURATION, "GOLDENSET_DATABASE_URL": database_url}
     processes = []

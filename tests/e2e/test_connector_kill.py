@@ -17,6 +17,7 @@ from sqlmodel import Session, select
 
 from schemas.item import Item
 from schemas.source import Source, SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.conftest import TEST_SECRET_KEY
@@ -41,7 +42,7 @@ def test_sigkill_mid_pull_then_pull_again_stores_each_record_once(kind: str, eng
         return case.handler(request)
 
     with serve(slow) as server:
-        with Session(engine) as session:
+        with write_transaction(engine) as session:
             create_source(session=session, data=SourceCreate(name="killed", kind=kind, connector=case.config(server.url)), secret_key=TEST_SECRET_KEY, actor="test")
         env = {**os.environ, "GOLDENSET_DATABASE_URL": database_url, "GOLDENSET_SECRET_KEY": TEST_SECRET_KEY}
         process = subprocess.Popen([sys.executable, "-m", "service.cli", "pull", "--source", "killed"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

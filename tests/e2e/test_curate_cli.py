@@ -18,7 +18,7 @@ from schemas.item import Item
 from service.cli import app
 from service.core.locks import exclusive
 from service.core.settings import get_settings
-from service.core.terminal import EXIT_BUSY
+from service.core.terminal import EXIT_BUSY, EXIT_REFUSED
 from tests.dedup_support import HADOOP_MAPPING, hadoop_reports, planted, shared_encoder
 
 
@@ -92,3 +92,16 @@ def test_curate_refingerprint_after_a_recipe_change(cli: CliRunner, engine: Engi
     assert done.exit_code == 0, done.output
     assert "re-fingerprinted 3 items (0 texts encoded)" in done.output and _rows(done)["decided"] == "1"
     assert "every fingerprint is up to date" in cli.invoke(app, ["curate", "--refingerprint"]).output
+
+
+def test_an_embedding_endpoint_the_gate_refuses_leaves_an_ingest_done_and_refuses_curate(cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in {"BACKEND": "http", "URL": "http://127.0.0.1:9/v1", "ENDPOINT": "embedder", "REMOTE_MODEL": "minilm", "DIM": "384"}.items():
+        monkeypatch.setenv(f"GOLDENSET_EMBEDDING_{name}", value)
+    get_settings.cache_clear()
+    reports = _write(tmp_path / "reports.jsonl", hadoop_reports(60)[:3])
+    ingested = cli.invoke(app, ["ingest", str(reports), "--source", "hadoop", "--mapping", str(HADOOP_MAPPING)])
+    assert ingested.exit_code == 0 and _rows(ingested)["new"] == "3", ingested.output
+    assert "not curated now: curation refused (endpoint_not_registered)" in " ".join(ingested.output.split())
+    refused = cli.invoke(app, ["curate"])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == EXIT_REFUSED and "error: refused (endpoint_not_registered): incident texts are embedded only" in said, said

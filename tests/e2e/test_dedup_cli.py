@@ -69,15 +69,17 @@ def test_stats_and_rulings_from_the_command_line(cli: CliRunner, engine: Engine,
     assert rulings == [(copy, "not_duplicate", "another bulk-delete change", "cli"), (first, "duplicate_of", "one outage", "cli")]
     assert json.loads(cli.invoke(app, ["dedup", "stats", "--json"]).output)["overrides"] == {"not_duplicate": 1, "duplicate_of": 1}
 
+    # Refused as every command's refusals are (`service.core.terminal.refusal_exit`): 2 for what
+    # does not exist, 3 for a ruling that cannot be taken.
     refusals = {
-        "same_item": ["dedup", "duplicate-of", str(second), str(second), "--note", "x"],
-        "not_found": ["dedup", "duplicate-of", "999999", str(second), "--note", "x"],
-        "note_required": ["dedup", "not-duplicate", str(ids["PLANT-EXACT"]), "--note", "  "],
-        "other_is_duplicate": ["dedup", "duplicate-of", str(second), str(first), "--note", "x"],
+        "same_item": (["dedup", "duplicate-of", str(second), str(second), "--note", "x"], 3),
+        "not_found": (["dedup", "duplicate-of", "999999", str(second), "--note", "x"], 2),
+        "note_required": (["dedup", "not-duplicate", str(ids["PLANT-EXACT"]), "--note", "  "], 3),
+        "other_is_duplicate": (["dedup", "duplicate-of", str(second), str(first), "--note", "x"], 3),
     }
-    for reason, arguments in refusals.items():
+    for reason, (arguments, status) in refusals.items():
         refused = cli.invoke(app, arguments)
-        assert refused.exit_code == 3 and f"refused ({reason})" in refused.output, (reason, refused.output)
+        assert refused.exit_code == status and f"refused ({reason})" in refused.output, (reason, refused.output)
     for usage in (["dedup", "not-duplicate", str(copy)], ["dedup", "duplicate-of", "abc", "1", "--note", "x"], ["dedup", "duplicate-of", "0", "1", "--note", "x"]):
         assert cli.invoke(app, usage).exit_code == 2, usage
 

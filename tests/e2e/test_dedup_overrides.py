@@ -20,7 +20,7 @@ from schemas.dedup import DedupDecision, DedupOverride
 from schemas.item import Item, ItemStatus
 from schemas.source import SourceCreate
 from service.app import create_app
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.settings import Settings
 from service.dedup.runner import run_curation, run_redecide, run_refingerprint
 from service.sources.definitions import create_source
@@ -140,7 +140,7 @@ def test_a_duplicate_by_hand_stays_one_until_ruled_apart(live_server: LiveServer
 
 def test_a_duplicate_of_a_reference_item_is_contaminated(live_server: LiveServer, encoder: MemoEncoder) -> None:
     ids = curated_pool(live_server.engine, live_server.settings, encoder)
-    with write_session(live_server.engine) as session:
+    with write_transaction(live_server.engine) as session:
         mapping = load_mapping(HADOOP_MAPPING).model_dump(mode="json", exclude_defaults=True)
         create_source(session=session, data=SourceCreate(name="bench", kind="reference", mapping=mapping), secret_key="x" * 40, actor="test")
         session.commit()

@@ -22,7 +22,7 @@ from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.source import Source, SourceCreate
 from service.cli import app as cli_app
-from service.core.db import write_transaction
+from service.core.db import write_session, write_transaction
 from service.core.metrics import Metrics, serve_scheduler_metrics
 from service.evals.definitions import create_eval, require_eval
 from service.evals.refresh import refresh_eval

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from schemas.item import Item
 from schemas.source import SourceCreate
-from service.core.db import write_session
+from service.core.db import write_transaction
 from service.core.tokens import create_token
 from service.sources.definitions import create_source
 from tests.conftest import TEST_SECRET_KEY, _pg_admin
@@ -41,7 +41,7 @@ def _kev_source(engine: Engine) -> str:
     from ingest.mapping import load_mapping
 
     document = load_mapping(KEV_MAPPING).model_copy(update={"format": "jsonl", "records": None}).model_dump(mode="json", exclude_defaults=True)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name="kev", kind="push", mapping=document), secret_key=TEST_SECRET_KEY, actor="test")
         token, _ = create_token(session=session, name="client", scopes=["ingest", "read"])
         session.commit()

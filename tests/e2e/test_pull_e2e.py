@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 
 from schemas.item import Item
 from schemas.source import Source, SourceCreate
+from service.core.db import write_transaction
 from service.scheduler import GoldensetScheduler, due_pull_sources
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
@@ -55,7 +56,7 @@ def _count(engine: Engine) -> int:
 
 
 def test_sigkill_mid_pull_then_pull_again_gives_each_item_once(engine: Engine, database_url: str, jira: ReplayServer, replay: JiraReplay) -> None:
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name="hadoop", kind="jira", connector=_connector(jira.url)), secret_key=TEST_SECRET_KEY, actor="test")
 
     def slow(request: Request) -> Reply:
@@ -134,7 +135,7 @@ def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: Replay
     from service.core.settings import Settings
 
     replay.issues = replay.issues[:120]
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         for name, interval, enabled in (("due", 3600, True), ("manual", None, True), ("paused", 3600, False)):
             source, _ = create_source(
                 session=session, data=SourceCreate(name=name, kind="jira", connector=_connector(jira.url), pull_interval_seconds=interval), secret_key=TEST_SECRET_KEY, actor="test"

@@ -31,7 +31,7 @@ from schemas.evals import EvalCreate, EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.release import Release
 from schemas.source import SourceCreate
-from service.core.db import write_session
+from service.core.db import write_session, write_transaction
 from service.core.tokens import create_token
 from service.evals.definitions import create_eval
 from service.sources.definitions import create_source
@@ -51,7 +51,7 @@ def _source(engine: Engine, name: str, mapping: Path) -> str:
     from ingest.mapping import load_mapping
 
     document = load_mapping(mapping).model_copy(update={"format": "jsonl", "records": None}).model_dump(mode="json", exclude_defaults=True)
-    with write_session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name=name, kind="push", mapping=document), secret_key=TEST_SECRET_KEY, actor="test")
         token, _ = create_token(session=session, name="pusher", scopes=["ingest", "read", "admin"])
         session.commit()

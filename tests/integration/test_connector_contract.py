@@ -20,6 +20,7 @@ from ingest.connectors.base import AuthError, MalformedPage, RetryPolicy
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate
+from service.core.db import write_transaction
 from service.scheduler import due_pull_sources
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
@@ -44,7 +45,7 @@ def server(case: VendorCase) -> Iterator[ReplayServer]:
 
 def _create(engine: Engine, case: VendorCase, url: str) -> None:
     data = SourceCreate(name=NAME, kind=case.kind, connector=case.config(url), pull_interval_seconds=3600)
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=data, secret_key=SECRET_KEY, actor="test")
 
 

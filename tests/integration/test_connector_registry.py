@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 from ingest.connectors.registry import UnknownConnector, connector_class, connector_kinds, connector_targets
 from schemas.item import Item
 from schemas.source import SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.conftest import TEST_SECRET_KEY
@@ -42,7 +43,7 @@ def test_builtin_kinds() -> None:
 def test_a_plugin_connector_is_discovered_and_pulled(installed_plugin: None, engine: Engine) -> None:
     assert connector_class("statuspage").__name__ == "StatuspageConnector"
     assert connector_class("jira").__name__ == "JiraConnector"  # a plugin cannot replace a built-in
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(
             session=session,
             data=SourceCreate(name="status", kind="statuspage", connector={"incidents": [{"id": "s1", "created_at": "2024-05-01T10:00:00Z", "name": "API degraded"}]}),

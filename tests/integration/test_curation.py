@@ -24,6 +24,7 @@ from service.core.db import make_engine, write_transaction
 from service.core.locks import exclusive
 from service.core.settings import Settings
 from service.dedup.encoder import get_encoder
+from service.dedup.http_backend import EmbeddingEndpointRefused
 from service.dedup.runner import CurationBusy, run_curation
 from service.scheduler import CURATE_JOB_ID, GoldensetScheduler
 from tests.conftest import new_database
@@ -235,6 +236,24 @@ def test_scheduled_curation_logs_failures_and_never_raises(engine: Engine, setti
         assert job is not None and job.trigger.interval.total_seconds() == settings.curate_interval_seconds
     finally:
         scheduler.shutdown()
+
+
+def test_scheduled_jobs_log_a_refusal_as_one_line_with_its_reason(engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    scheduler = GoldensetScheduler(engine, settings)
+
+    def refused(*_: object, **__: object) -> None:
+        raise EmbeddingEndpointRefused("endpoint_not_registered", "register the embedding server")
+
+    monkeypatch.setattr("service.scheduler.run_curation", refused)
+    with caplog.at_level(logging.INFO, logger="goldenset.scheduler"):
+        scheduler.curate()
+        scheduler.pull("nowhere")
+    logged = {record.getMessage(): record for record in caplog.records}
+    gate = "incident texts are embedded only by a registered endpoint that passes the sealed-run gate"
+    curation = logged[f"scheduled curation refused (endpoint_not_registered): {gate}; register the embedding server"]
+    pull = logged["scheduled pull of nowhere refused (not_found): source 'nowhere' does not exist"]
+    assert (curation.levelno, curation.exc_info) == (logging.WARNING, None)  # a gate a person must open
+    assert (pull.levelno, pull.exc_info) == (logging.INFO, None)
 
 
 def test_the_model_is_loaded_once_and_shared_safely_by_threads(encoder: MemoEncoder) -> None:

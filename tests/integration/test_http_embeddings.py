@@ -272,6 +272,6 @@ def test_goldenset_curate_exits_4_naming_the_condition(database_url: str, engine
         get_settings.cache_clear()
     said = re.sub(r"\s+", " ", result.output)
     assert result.exit_code == 4, said
-    assert "curation refused (trains_on_inputs)" in said and f"endpoint '{ENDPOINT}' trains on its inputs" in said
+    assert "refused (trains_on_inputs): incident texts are embedded only by a registered endpoint" in said and f"endpoint '{ENDPOINT}' trains on its inputs" in said
     assert server.received == []
     _nothing_curated(engine)

@@ -20,11 +20,13 @@ from ingest.readers import iter_records
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.ingestion import ingest_records
 from service.sources.pulls import pull_source
 from tests.replay.github import TOKEN, GitHubReplay
 from tests.replay.server import Reply
+from tests.support.units import units_of
 
 DEEP = 3000
 GOOD = '{{"external_id": "{id}", "occurred_at": "2024-05-0{day}T10:00:00Z", "input": "what broke on day {day}?"}}'
@@ -68,7 +70,7 @@ def _interleaved() -> tuple[list[str], dict[int, str]]:
 def test_a_json_file_keeps_its_good_records_around_every_poison(session: Session) -> None:
     texts, where = _interleaved()
     document = ('{"feed": {"items": [' + ",\n".join(texts) + "]}}").encode()
-    summary = ingest_records(session=session, source=_source(session), records=list(iter_records(document, "json", "feed.items")), mapping=NATIVE_MAPPING, actor="test")
+    summary = ingest_records(units=units_of(session), source=_source(session), records=list(iter_records(document, "json", "feed.items")), mapping=NATIVE_MAPPING, actor="test")
     assert [(error.position, error.reason) for error in summary.errors] == [(index, REASONS[name]) for index, name in where.items()]
     assert (summary.new, summary.rejected) == (3 + len(POISONED), len(POISONED))
     assert _stored(session) == {f"G-{n}" for n in range(3)} | {f"after-{name}" for name in POISONED}
@@ -77,7 +79,7 @@ def test_a_json_file_keeps_its_good_records_around_every_poison(session: Session
 def test_a_json_lines_file_loses_only_its_bad_lines(session: Session) -> None:
     texts, where = _interleaved()
     data = "\n".join(texts).encode()
-    summary = ingest_records(session=session, source=_source(session), records=list(iter_records(data, "jsonl")), mapping=NATIVE_MAPPING, actor="test")
+    summary = ingest_records(units=units_of(session), source=_source(session), records=list(iter_records(data, "jsonl")), mapping=NATIVE_MAPPING, actor="test")
     assert [(error.locator, error.reason) for error in summary.errors] == [(f"line {index + 1}", REASONS[name]) for index, name in where.items()]
     deep = next(error for error in summary.errors if error.reason == "too_deep")
     assert deep.external_id == "P-deep" and "metadata.tree.k.k" in deep.detail
@@ -87,7 +89,7 @@ def test_a_json_lines_file_loses_only_its_bad_lines(session: Session) -> None:
 def test_a_bad_value_in_a_field_the_mapping_leaves_out_costs_nothing(session: Session) -> None:
     mapping = parse_mapping({"external_id": "id", "occurred_at": "at", "input": "text"})
     data = b'{"id": "K-1", "at": "2024-05-01", "text": "kept", "unused": NaN, "also_unused": "\\u0000"}'
-    summary = ingest_records(session=session, source=_source(session), records=list(iter_records(data, "jsonl")), mapping=mapping, actor="test")
+    summary = ingest_records(units=units_of(session), source=_source(session), records=list(iter_records(data, "jsonl")), mapping=mapping, actor="test")
     assert (summary.new, summary.rejected) == (1, 0)
 
 
@@ -101,7 +103,7 @@ def test_a_record_the_database_refuses_costs_only_itself(session: Session, monke
     monkeypatch.setattr(ingest.preparing, "check_values", no_check)
     texts = [*_good(4), POISONED["nul"], POISONED["nan"], GOOD.format(id="LAST", day=9)]
     records = list(iter_records(("[" + ",".join(texts) + "]").encode(), "json"))
-    summary = ingest_records(session=session, source=_source(session), records=records, mapping=NATIVE_MAPPING, actor="test")
+    summary = ingest_records(units=units_of(session), source=_source(session), records=records, mapping=NATIVE_MAPPING, actor="test")
     assert {f"G-{n}" for n in range(4)} | {"LAST"} <= _stored(session)
     assert summary.new + summary.rejected == 7
     if session.get_bind().dialect.name == "postgresql":
@@ -119,7 +121,7 @@ def replay(shared_data: Path) -> GitHubReplay:
 
 def _pull(engine: Engine, url: str) -> IngestSummary:
     connector = {"owner": "apache", "repo": "hadoop", "token": TOKEN, "base_url": url}
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name="gh", kind="github", connector=connector), secret_key="k" * 32, actor="test")
     with httpx.Client(timeout=5) as client:
         return pull_source(engine=engine, name="gh", secret_key="k" * 32, actor="test", client=client, sleep=lambda _: None)

@@ -21,6 +21,7 @@ from schemas.item import Item, ItemRevision, ItemStatus
 from schemas.review import Decision
 from schemas.source import Source
 from service.sources.ingestion import ingest_records
+from tests.support.units import units_of
 
 RECORD = {
     "external_id": "INC-1",
@@ -44,7 +45,7 @@ def _source(session: Session, name: str = "ops", kind: str = "push") -> Source:
 
 def _ingest(session: Session, source: Source, *records: Mapping[str, Any]) -> None:
     body = "\n".join(json.dumps(record) for record in records).encode()
-    summary = ingest_records(session=session, source=source, records=list(iter_jsonl(body)), mapping=NATIVE_MAPPING, actor="test")
+    summary = ingest_records(units=units_of(session), source=source, records=list(iter_jsonl(body)), mapping=NATIVE_MAPPING, actor="test")
     assert summary.rejected == 0, summary.errors
 
 

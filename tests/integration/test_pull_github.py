@@ -23,6 +23,7 @@ from ingest.connectors.registry import connector_class
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source, get_source, update_source
 from service.sources.pulls import pull_source
 from tests.replay.clock import VirtualTime
@@ -50,7 +51,7 @@ def _connector(base_url: str, **options: Any) -> dict[str, Any]:
 
 
 def _create(engine: Engine, base_url: str, *, name: str = "hadoop-gh", **options: Any) -> None:
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name=name, kind="github", connector=_connector(base_url, **options)), secret_key=SECRET_KEY, actor="test")
 
 
@@ -185,7 +186,7 @@ def test_an_expired_token_stops_the_source_until_it_is_replaced(engine: Engine, 
         assert set(stored) == expected and stored
         assert all(item.title == replay.issues[int(key)]["title"].strip() for key, item in stored.items())
 
-        with Session(engine) as session:
+        with write_transaction(engine) as session:
             row = get_source(session=session, name="hadoop-gh")
             assert row is not None
             update_source(session=session, source=row, data=SourceUpdate(connector=_connector(server.url, token=fresh)), secret_key=SECRET_KEY, actor="test")

@@ -16,6 +16,7 @@ from ingest.connectors.base import ConfigError, RetryPolicy
 from ingest.connectors.incidentio import IncidentIoConnector
 from schemas.item import Item
 from schemas.source import SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.replay.clock import VirtualTime
@@ -34,7 +35,7 @@ def test_postmortems_updates_reported_times_modes_and_the_mark(engine: Engine, s
     with serve(replay) as server:
         for name, modes in (("io", None), ("io-with-drills", ["standard", "test"])):
             config = {"api_key": "inc-io-api-key-valid", "base_url": server.url, **({"modes": modes} if modes else {})}
-            with Session(engine) as session:
+            with write_transaction(engine) as session:
                 create_source(session=session, data=SourceCreate(name=name, kind="incidentio", connector=config), secret_key=SECRET_KEY, actor="test")
             with httpx.Client(timeout=2) as client:
                 pull_source(engine=engine, name=name, secret_key=SECRET_KEY, actor="test", client=client, sleep=clock.sleep, clock=clock.now, retry=RetryPolicy(max_attempts=2))

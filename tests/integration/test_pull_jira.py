@@ -18,6 +18,7 @@ from ingest.connectors.base import AuthError, MalformedPage, RetryPolicy, Transi
 from ingest.connectors.jira import JiraConnector, adf_to_text
 from schemas.item import Item
 from schemas.source import Source, SourceCreate, SourceUpdate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source, update_source
 from service.sources.pulls import pull_source
 from tests.replay.jira import JiraReplay, adf, hadoop_issues
@@ -57,7 +58,7 @@ def server(replay: JiraReplay) -> Iterator[ReplayServer]:
 
 def _create(engine: Engine, url: str, *, api: str | None = "v2", token: str = "jira-pat-valid", name: str = "hadoop-jira", jql: str = "project = HADOOP") -> None:
     connector = {"base_url": url, "personal_access_token": token, "jql": jql, **({"api": api} if api is not None else {})}
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name=name, kind="jira", connector=connector), secret_key=SECRET_KEY, actor="test")
 
 
@@ -137,7 +138,7 @@ def test_expired_token_stops_the_source_until_it_is_replaced(engine: Engine, ser
     assert source.status == "auth_failed" and "401" in (source.last_error or "")
     assert _items(engine) == {}
     replay.expired, replay.token = False, "jira-pat-rotated"
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         stored = session.exec(select(Source)).one()
         update_source(
             session=session,

@@ -17,6 +17,7 @@ from ingest.connectors.base import ConfigError, RetryPolicy
 from ingest.connectors.opsgenie import OpsgenieConfig, OpsgenieConnector
 from schemas.item import Item
 from schemas.source import SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.replay.clock import VirtualTime
@@ -52,7 +53,7 @@ def test_alerts_and_incidents_with_their_notes_and_an_incident_edited_after_a_pu
     closed = next(alert for alert in replay.alerts.values() if alert.data["status"] == "closed")
     closed.notes.extend([{**closed.notes[0], "note": f"Follow-up {n}", "offset": f"{closed.notes[0]['offset']}-{n:03d}"} for n in range(120)])  # two pages of notes
     data = SourceCreate(name="og", kind="opsgenie", connector={"api_key": "og-api-key-valid", "base_url": server.url, "limit": 100})
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=data, secret_key=SECRET_KEY, actor="test")
     clock = VirtualTime(datetime(2025, 9, 1, tzinfo=UTC))
     _pull(engine, clock)

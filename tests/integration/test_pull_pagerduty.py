@@ -23,6 +23,7 @@ from ingest.pull import PullProgress
 from schemas.item import Item
 from schemas.problem import IngestSummary
 from schemas.source import Source, SourceCreate, SourceUpdate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source, update_source
 from service.sources.pulls import pull_source
 from tests.replay.pagerduty import PagerDutyReplay, ReplayIncident, kev_incidents, parse_pd_time, pd_time
@@ -123,7 +124,7 @@ def _pages(plan: list[Planned]) -> list[int]:
 
 
 def _create(engine: Engine, url: str, **overrides: Any) -> None:
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name=NAME, kind="pagerduty", connector=_config(url, **overrides)), secret_key=SECRET_KEY, actor="test")
 
 
@@ -242,7 +243,7 @@ def test_expired_token_stops_the_source_and_a_new_key_resumes_without_duplicates
     assert cursor is not None
 
     replay.tokens.add(ROTATED)
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         stored = session.exec(select(Source).where(Source.name == NAME)).one()
         update_source(session=session, source=stored, data=SourceUpdate(connector=_config(server.url, api_key=ROTATED, **RECENT)), secret_key=SECRET_KEY, actor="test")
         assert stored.status == "idle" and stored.cursor == source.cursor

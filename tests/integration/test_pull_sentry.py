@@ -16,6 +16,7 @@ from ingest.connectors.base import ConfigError, RetryPolicy
 from ingest.connectors.sentry import SentryConnector, next_cursor, rate_limit_delay, resolution
 from schemas.item import Item
 from schemas.source import Source, SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.replay.clock import VirtualTime
@@ -31,7 +32,7 @@ def test_issues_with_resolution_and_comments_and_a_second_pull_reading_the_lookb
     replay = SentryReplay(issues, clock=clock.now())
     with serve(replay) as server:
         config = {"auth_token": next(iter(replay.tokens)), "organization": ORG, "base_url": server.url, "lookback_days": 14}
-        with Session(engine) as session:
+        with write_transaction(engine) as session:
             create_source(session=session, data=SourceCreate(name="sentry", kind="sentry", connector=config), secret_key=SECRET_KEY, actor="test")
         with httpx.Client(timeout=2) as client:
             pull_source(engine=engine, name="sentry", secret_key=SECRET_KEY, actor="test", client=client, sleep=clock.sleep, clock=clock.now, retry=RetryPolicy(max_attempts=2))

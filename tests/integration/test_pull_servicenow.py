@@ -16,6 +16,7 @@ from ingest.connectors.base import ConfigError, ConnectorError, RetryPolicy
 from ingest.connectors.servicenow import ServiceNowConnector, query_fields
 from schemas.item import Item
 from schemas.source import SourceCreate
+from service.core.db import write_transaction
 from service.sources.definitions import create_source
 from service.sources.pulls import pull_source
 from tests.replay.server import ReplayServer, serve
@@ -37,7 +38,7 @@ def server(replay: ServiceNowReplay) -> Iterator[ReplayServer]:
 
 def _pull(engine: Engine, url: str, **config: object) -> object:
     connector = {"instance_url": url, "page_size": 40, **config}
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         create_source(session=session, data=SourceCreate(name="snow", kind="servicenow", connector=connector), secret_key=SECRET_KEY, actor="test")
     with httpx.Client(timeout=2) as client:
         return pull_source(engine=engine, name="snow", secret_key=SECRET_KEY, actor="test", client=client, sleep=lambda seconds: None, retry=RetryPolicy(max_attempts=2))

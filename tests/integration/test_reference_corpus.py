@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 from ingest.mapping import load_mapping
 from schemas.item import Item, ItemStatus
 from schemas.source import SourceCreate
+from service.core.db import write_transaction
 from service.core.settings import Settings
 from service.dedup.runner import run_curation
 from service.sources.definitions import create_source
@@ -17,7 +18,7 @@ from tests.dedup_support import HADOOP_MAPPING, MemoEncoder, hadoop_reports, ing
 
 def test_copies_and_paraphrases_of_reference_items_are_contaminated(engine: Engine, settings: Settings, encoder: MemoEncoder) -> None:
     reports = hadoop_reports(60)
-    with Session(engine) as session:
+    with write_transaction(engine) as session:
         document = load_mapping(HADOOP_MAPPING).model_dump(mode="json", exclude_defaults=True)
         create_source(session=session, data=SourceCreate(name="public-bench", kind="reference", mapping=document), secret_key="x" * 40, actor="test")
     ingest(engine, "public-bench", reports)
