@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 def curate_after_ingest() -> None:
     """Curate what an ingest left pending; a busy lock or stale fingerprints are reported, not fatal."""
-    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from embedding.http_encoder import EmbeddingServiceError
     from service.dedup.http_backend import EmbeddingEndpointRefused
     from service.dedup.runner import CurationBusy
 
@@ -176,8 +176,8 @@ def curate(
     2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint),
     4 when the `http` embedding backend's endpoint fails the gate (the message names the condition),
     5 when the embedding server failed or answered something unusable."""
-    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from embedding.http_encoder import EmbeddingServiceError
     from service.dedup.http_backend import EmbeddingEndpointRefused
     from service.dedup.runner import CurationBusy
 

@@ -26,11 +26,11 @@ from sqlmodel import Session
 
 from curation.dedup.answers import answer_question, asked_pair
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
+from embedding.http_encoder import EmbeddingServiceError
 from schemas.audit import AuditAction
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
 from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState

@@ -1,8 +1,9 @@
 """The layout's rules from DESIGN.md and the README's map, checked on the import graph:
 
 - the flow: schemas import nothing of ours; ingest only schemas; curation only schemas, its own
-  domains, and from ingest the normalisation helpers and the outbound-HTTP retry rules; none of
-  them imports the service layer or the web framework;
+  domains, and from ingest the normalisation helpers and the outbound-HTTP retry rules; the
+  embedding runtime beside curation, neither importing the other; none of them imports the
+  service layer or the web framework;
 - inside the service: `core` imports no domain; a domain's routes are mounted only by the app and
   its commands registered only by the root command line (commands may call other commands'
   helpers), so no domain reaches into another's HTTP or CLI layer; nothing imports the app, the
@@ -17,12 +18,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "ingest", "curation", "service")
+PACKAGES = ("schemas", "ingest", "curation", "embedding", "service")
 WEB = {"fastapi", "starlette", "uvicorn"}
 FORBIDDEN = {
-    "schemas": {"ingest", "curation", "service", *WEB},
-    "ingest": {"curation", "service", *WEB},
-    "curation": {"service", *WEB},
+    "schemas": {"ingest", "curation", "embedding", "service", *WEB},
+    "ingest": {"curation", "embedding", "service", *WEB},
+    "curation": {"embedding", "service", *WEB},
+    "embedding": {"curation", "service", *WEB},
 }
 CURATION_MAY_USE_FROM_INGEST = {"ingest.normalisation", "ingest.http"}
 SERVICE_DOMAINS = ("sources", "items", "dedup", "evals", "runs", "evidence", "ui")
@@ -113,7 +115,7 @@ def test_the_service_keeps_its_top_level_small() -> None:
     assert len(top) <= MAX_SERVICE_TOP_MODULES, top
 
 
-DOCUMENTED = ["schemas", "ingest", "curation", "service", *sorted(f"curation/{path.name}" for path in (ROOT / "curation").iterdir() if (path / "__init__.py").exists())]
+DOCUMENTED = ["schemas", "ingest", "curation", "embedding", "service", *sorted(f"curation/{path.name}" for path in (ROOT / "curation").iterdir() if (path / "__init__.py").exists())]
 DOCUMENTED += [f"service/{name}" for name in ("core", *SERVICE_DOMAINS)]
 
 
