@@ -27,7 +27,6 @@ from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditAction, AuditEvent
-from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
@@ -102,10 +101,10 @@ def write_release(
     period: Period,
     seal_key_of: SealKeyOf,
     actor: str,
-    now: datetime | None = None,
+    now: datetime,
     audit_details: Mapping[str, object] | None = None,
 ) -> Release:
-    """Write the release of `period` (numbered after every number the eval used, withdrawn
+    """Write the release of `period`, made at `now` (numbered after every number the eval used, withdrawn
     releases included) in `session`, flushed and not committed, and return it. The caller checks
     first that the period has no release yet (`release_of_period`), that every seal key is
     readable (an unreadable one seals every newcomer of its sources), and serialises refreshes,
@@ -144,7 +143,6 @@ def write_release(
     seal_key = seal_key_of(evaluation)
     frozen = [_frozen(*rows[item_id], splits[item_id], seal_key) for item_id in sorted(plan.members)]
     by_split = {split.value: [(entry.item_id, entry.content_digest) for entry in frozen if entry.split == split.value] for split in Split}
-    now = now or utcnow()
     release = Release(
         eval_id=evaluation.id,
         number=number,
@@ -189,7 +187,7 @@ def write_release(
         "cross_split_pairs": len(release.cross_split_pairs or []),
     }
     details.update(audit_details or {})
-    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(frozen), details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(frozen), details=details, at=now))
     session.flush()
     return release
 

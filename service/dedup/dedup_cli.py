@@ -19,7 +19,7 @@ from sqlmodel import Session
 from curation.dedup.answers import answer_question
 from curation.dedup.overrides import OverrideRefused, rule_duplicate_of, rule_not_duplicate
 from curation.refusals import Refused
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupStats
 from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
@@ -89,7 +89,7 @@ def not_duplicate(item: ItemArgument, note: NoteOption) -> None:
     becomes unique (and waits for review), and no curation run matches the pair again.
 
     Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage."""
-    _rule(partial(rule_not_duplicate, item_id=item, note=note, actor=CLI_ACTOR))
+    _rule(partial(rule_not_duplicate, item_id=item, note=note, actor=CLI_ACTOR, now=utcnow()))
     out.print(f"item {item} is unique now: ruled not a duplicate, and never matched with that item again", highlight=False)
 
 
@@ -100,7 +100,7 @@ def duplicate_of(item: ItemArgument, other: Annotated[int, typer.Argument(min=1,
     so whenever it is curated again.
 
     Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage."""
-    ruled = _rule(partial(rule_duplicate_of, item_id=item, other_id=other, note=note, actor=CLI_ACTOR))
+    ruled = _rule(partial(rule_duplicate_of, item_id=item, other_id=other, note=note, actor=CLI_ACTOR, now=utcnow()))
     out.print(f"item {item} is {ruled.status} of item {other} now, by this ruling, on every curation run", highlight=False)
 
 
@@ -175,7 +175,7 @@ def answer(
         else:
             try:
                 with write_transaction(open_engine()) as session:
-                    answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None)
+                    answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None, now=utcnow())
                     item_id, other_id = answered.item_id, answered.other_id
             except Refused as exc:
                 raise fail(f"refused ({exc.reason}): {exc.detail}", 2 if exc.status == 404 else EXIT_REJECTED) from exc

@@ -195,7 +195,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         run_id: int | None = None
         if evaluation is not None and release is not None:
             chosen = [row for row in rows if str(row.item_id) in sent]
-            run_id = record_run(session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor).id
+            run_id = record_run(session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor, now=utcnow()).id
             item_ids = [row.item_id for row in chosen]
         else:
             item_ids = [item.id for item in corpus_rows if item.external_id in sent and item.id is not None]
@@ -285,7 +285,7 @@ def execute_probe(
 
     try:
         with httpx.Client(transport=_StoppableTransport(transport or httpx.HTTPTransport(), stop)) as client:
-            completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, progress=on_progress)
+            completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, clock=time.time, progress=on_progress)
         report = probe_report(prepared.plan, completions, cutoff=prepared.cutoff, model=prepared.model, alpha=prepared.data.alpha, primary_metric=prepared.data.primary_metric)
     except Exception as exc:  # a background job records every failure rather than losing it
         if isinstance(exc, ProbeStopped):

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from curation.dedup.stats import LOW_MARGIN
 from curation.review import ReviewRefused, review_batch, undo_review
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.evals import Eval
 from schemas.review import Decision, ReviewDecision
 from service.core.db import write_transaction
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> bool:
     """Apply decisions by id; print what was done and each refusal. False when any was refused."""
     with write_transaction(engine) as session:
-        outcome = review_batch(session=session, decisions=decisions, actor=CLI_ACTOR)
+        outcome = review_batch(session=session, decisions=decisions, actor=CLI_ACTOR, now=utcnow())
     if outcome.approved:
         out.print(f"approved: {', '.join(str(item_id) for item_id in outcome.approved)}")
     if outcome.rejected:
@@ -48,7 +48,7 @@ def undo_ids(engine: Engine, item_ids: Sequence[int]) -> bool:
     for item_id in item_ids:
         try:
             with write_transaction(engine) as session:
-                undone = undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+                undone = undo_review(session=session, item_id=item_id, actor=CLI_ACTOR, now=utcnow())
         except ReviewRefused as exc:
             err.print(f"[yellow]item {item_id} not undone ({exc.reason}):[/] {escape(exc.detail)}", highlight=False)
             refused = True

@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from curation.editing import EditRefused, edit_item, item_revisions
 from schemas.audit import AuditAction
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupCandidate
 from schemas.item import FieldChange, ItemDetail, ItemEdit, ItemRevisions, ItemStatus
 from service.core.audit import record_read
@@ -76,7 +76,7 @@ def edit(
             if _is_sealed(session, item) and not sealed:
                 raise fail(f"item {item} is in (or bound for) an eval's sealed slice: pass --sealed to edit it")
             edited = edit_item(
-                session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR
+                session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR, now=utcnow()
             )
             revision, status = edited.revision, edited.status
     except EditRefused as exc:

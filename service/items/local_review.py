@@ -18,6 +18,7 @@ from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import OverrideRefused, rule_not_duplicate
 from curation.dedup.similarity import nearest_neighbours
 from curation.review import ReviewRefused, decide, undo_review
+from schemas.common import utcnow
 from schemas.dedup import LowMarginDuplicate
 from schemas.evals import Eval
 from schemas.item import Item
@@ -62,7 +63,7 @@ class LocalDesk:
     def decide(self, item_id: int, decision: Decision, reason: str) -> str | None:
         try:
             with write_transaction(self.engine) as session:
-                decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR)
+                decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR, now=utcnow())
         except ReviewRefused as exc:
             return exc.detail
         return None
@@ -70,7 +71,7 @@ class LocalDesk:
     def undo(self, item_id: int) -> ReviewUndone | str:
         try:
             with write_transaction(self.engine) as session:
-                return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+                return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR, now=utcnow())
         except ReviewRefused as exc:
             return exc.detail
 
@@ -85,7 +86,7 @@ class LocalDesk:
     def rule_not_duplicate(self, item_id: int, note: str) -> str | None:
         try:
             with write_transaction(self.engine) as session:
-                rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR)
+                rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR, now=utcnow())
         except OverrideRefused as exc:
             return exc.detail
         return None

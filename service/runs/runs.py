@@ -161,7 +161,7 @@ def start_run(
         try:
             run = record_run(
                 session, evaluation=evaluation, release=release, model=model, endpoint=endpoint, split=split, items=rows,
-                actor=actor, token_id=token_id, occurred_after=data.occurred_after, idempotency_key=idempotency_key,
+                actor=actor, token_id=token_id, occurred_after=data.occurred_after, idempotency_key=idempotency_key, now=utcnow(),
             )  # fmt: skip
             session.commit()
         except IntegrityError:

@@ -29,7 +29,7 @@ from curation.refusals import Refused
 from curation.review import ReviewRefused, decide
 from curation.runs.exposure import item_exposures
 from schemas.audit import AuditAction
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval, EvalItem
 from schemas.item import MAX_NOTE, MAX_TAG_LENGTH, MAX_TAGS, FieldChange, Item, ItemStatus, RevisionKind, RevisionRead
@@ -252,14 +252,14 @@ def review(request: Request, item_id: int, decision: Short = "", reason: Short =
     if decision not in {Decision.APPROVE.value, Decision.REJECT.value}:
         raise UiRefused(422, "Unknown decision", "Press Approve or Reject.")
     chosen = Decision(decision)
-    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor)
+    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor, now=utcnow())
     return _acted(request, item_id, act, f"Item {item_id} {'approved' if chosen is Decision.APPROVE else 'rejected'}", {"reason": reason})
 
 
 @router.post("/ui/items/{item_id}/not-duplicate")
 def not_duplicate(request: Request, item_id: int, note: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Ruling on dedup")
-    act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor)
+    act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor, now=utcnow())
     return _acted(request, item_id, act, f"Item {item_id} ruled not a duplicate: it waits for review", {"not_duplicate_note": note}, ruling_by=who, ruled=(item_id,))
 
 
@@ -270,7 +270,7 @@ def duplicate_of(request: Request, item_id: int, other: Short = "", note: Short 
     other_id = int(other.strip()) if re.fullmatch(r"[0-9]{1,10}", other.strip()) else 0
     if not 1 <= other_id <= MAX_ROW_ID:
         return _item_page(request, item_id, error="Give the id of the item this one duplicates (a number).", status=422, typed=typed)
-    act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor)
+    act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor, now=utcnow())
     return _acted(request, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed, ruling_by=who, ruled=(item_id, other_id))
 
 
@@ -365,6 +365,7 @@ def edit(
                 tags=None if tag_list == item.tags else tag_list,
                 note=note,
                 actor=who.actor,
+                now=utcnow(),
             )
         except EditRefused as exc:
             session.rollback()

@@ -26,6 +26,7 @@ from sqlmodel import Session, col, func, select
 from curation.dedup.answers import answer_question, asked_pair
 from curation.refusals import Refused
 from schemas.audit import AuditAction
+from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from schemas.source import Source
@@ -135,7 +136,7 @@ def answer(
     back = _url(source or None, at)
     try:
         with write_session(request.app.state.engine) as session:
-            rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
+            rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id, now=utcnow())
             revealed = revealed_to(session=session, principal=who)
             answered = guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key(request), revealed=revealed, rule=rule)
             pair = (answered.item_id, answered.other_id)

@@ -32,6 +32,7 @@ from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
 from curation.review import UNDONE, ReviewRefused, decide, review_batch, undo_review, undoable
 from schemas.audit import AuditAction, AuditEvent
+from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.item import Item
 from schemas.lifecycle import ItemAction
@@ -310,7 +311,7 @@ def decide_one(
         return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
     try:
         with write_session(request.app.state.engine) as session:
-            decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor)
+            decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor, now=utcnow())
             session.commit()
     except ReviewRefused as exc:
         return done(_url(name, place), f"Item {item_id} was not decided: {exc.detail}")
@@ -328,7 +329,7 @@ def undo(
     who = need(request, Scope.CURATE, "Undoing a review decision")
     try:
         with write_session(request.app.state.engine) as session:
-            undone = undo_review(session=session, item_id=item_id, actor=who.actor)
+            undone = undo_review(session=session, item_id=item_id, actor=who.actor, now=utcnow())
             session.commit()
     except ReviewRefused as exc:
         return done(_url(name, place), f"Nothing undone: {exc.detail}")
@@ -355,7 +356,7 @@ def decide_many(
         return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
     decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
     with write_session(request.app.state.engine) as session:
-        outcome = review_batch(session=session, decisions=decisions, actor=who.actor)
+        outcome = review_batch(session=session, decisions=decisions, actor=who.actor, now=utcnow())
         session.commit()
     parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
     if outcome.errors:
