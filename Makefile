@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[dev]'
 	@# The default (auto) embedding backend: openvino and openvino-int8 exported once from the bundled
 	@# weights (offline) and timed on this machine; the faster is recorded and used.
-	HF_HUB_OFFLINE=1 $(BIN)/python -c "from curation.dedup.backend_choice import machine_choice; print('embedding backend on this machine:', machine_choice())"
+	HF_HUB_OFFLINE=1 $(BIN)/python -c "from embedding.backend_choice import machine_choice; print('embedding backend on this machine:', machine_choice())"
 	touch $@
 
 # The web UI tests drive Debian's Chromium through Playwright (Playwright's own browser download

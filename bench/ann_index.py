@@ -33,9 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT
 from curation.dedup.ann import ApproximateVectors
-from curation.dedup.ann_file import AnnConfig, GraphFile
+from curation.dedup.ann_graph import AnnConfig, GraphFile
 from curation.dedup.index import TITLE_WEIGHT
 from curation.dedup.rules import DedupConfig
+from embedding.index_files import IndexFolder
 
 K = 10
 DIM = 384
@@ -57,7 +58,8 @@ def real_texts() -> list[tuple[str, str]]:
 
 def real_vectors(cache: Path) -> tuple[np.ndarray, np.ndarray]:
     """Body and title vectors of every GitBugs report and KEV record, from the cache or the model."""
-    from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, model_id_of, title_text
+    from curation.dedup.embeddings import body_text, title_text
+    from embedding.models import SentenceTransformerEncoder, model_id_of
 
     model_id = model_id_of()
     if cache.exists():
@@ -126,14 +128,14 @@ def rss() -> dict[str, int]:
 
 def measure(workdir: Path, efs: list[tuple[int, int]]) -> None:
     """The fresh process: open the saved file, query, print JSON figures."""
-    config = AnnConfig(min_items=1, folder=workdir)
+    config = AnnConfig(min_items=1)
     queries = np.load(workdir / "queries.npy")
     info = json.loads((workdir / "expected.json").read_text())
     importlib.import_module("faiss")  # the library's own memory is not the index's
     before = rss()
     started = time.perf_counter()
     times = np.load(workdir / "times.npy")  # occurrence times by position: kept by the index
-    file = GraphFile.open(workdir, STEM, info)
+    file = GraphFile.open(IndexFolder(workdir), STEM, info)
     assert file is not None
     vectors = ApproximateVectors(file, np.arange(len(times), dtype=np.int64), times, dim=DIM, title_weight=TITLE_WEIGHT, config=config, origin="opened")
     file.item_ids, file.digests = file.item_ids[:0], file.digests[:0]
@@ -183,14 +185,14 @@ def main() -> None:
     pool = np.vstack([real, synthetic(real_body, real_title, args.items - len(real), seed=1, spread=args.spread)])
     queries = synthetic(real_body, real_title, args.queries, seed=2, spread=args.spread)
     times = np.random.default_rng(3).uniform(1.6e9, 1.75e9, len(pool))
-    config = AnnConfig(min_items=1, folder=workdir, connectivity=args.connectivity)
+    config = AnnConfig(min_items=1, connectivity=args.connectivity)
     info = {"version": 1, "model_id": "bench", "kind": config.kind(DIM), "dim": DIM, "database": "bench"}
     ids = np.arange(len(pool), dtype=np.int64)
 
     started = time.perf_counter()
     built = GraphFile.build(lambda start, end: pool[start:end], len(pool), dim=DIM, config=config, info=info, item_ids=ids, digests=ids)
     build_s = time.perf_counter() - started
-    built.save(workdir, STEM)
+    built.save(IndexFolder(workdir), STEM)
     del built
     np.save(workdir / "queries.npy", queries)
     np.save(workdir / "times.npy", times)

@@ -45,7 +45,9 @@ from sqlmodel import col, select
 
 from bench.common import ROOT, database, ingest, session
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.embeddings import SentenceTransformerEncoder, body_text
+from curation.dedup.embeddings import body_text
+from embedding.models import SentenceTransformerEncoder
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item, ItemStatus
@@ -86,7 +88,7 @@ def curate(pool: str, db_path: Path) -> None:
     engine = database(db_path)
     ingest(engine, pool, records(pool), MAPPINGS[pool])
     with session(engine) as db:
-        dedup = Deduplicator(encoder=SentenceTransformerEncoder())
+        dedup = Deduplicator(clock=utcnow, encoder=SentenceTransformerEncoder())
         dedup.load(db)
         summary = dedup.curate(db)
         db.commit()

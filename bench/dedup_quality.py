@@ -40,15 +40,17 @@ from sqlmodel import select
 
 from bench.common import DATA, ROOT, database, ingest, session
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.embeddings import SentenceTransformerEncoder, body_text, title_text
+from curation.dedup.embeddings import body_text, title_text
 from curation.dedup.fingerprints import from_bytes
 from curation.dedup.index import IndexedItem, SimilarityIndex
 from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.similarity import rank_similar
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind
+from embedding.models import SentenceTransformerEncoder
 from ingest.mapping import load_mapping
 from ingest.normalisation import dedup_text
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
@@ -432,7 +434,7 @@ def main() -> None:
     print(f"model {encoder.model_id}; thresholds: {thresholds}; workdir {workdir}")
     for name in args.only.split(","):
         started = time.perf_counter()
-        result = {"gitbugs": gitbugs, "sts": sts, "loghub": loghub}[name](workdir, Deduplicator(encoder=encoder, config=config))
+        result = {"gitbugs": gitbugs, "sts": sts, "loghub": loghub}[name](workdir, Deduplicator(clock=utcnow, encoder=encoder, config=config))
         print(json.dumps({name: result, "seconds": round(time.perf_counter() - started, 1)}, indent=1))
 
 

@@ -34,9 +34,10 @@ from sqlmodel import col, select
 
 from bench.common import DATA, ROOT, database, ingest, session
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.embeddings import SentenceTransformerEncoder
 from curation.dedup.rules import DedupConfig
+from embedding.models import SentenceTransformerEncoder
 from ingest.mapping import load_mapping
+from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item
 
@@ -54,7 +55,7 @@ def curate(engine: object, config: DedupConfig, encoder: SentenceTransformerEnco
         connection.exec_driver_sql("UPDATE item SET status = 'candidate', duplicate_of = NULL")
     started = time.perf_counter()
     with session(engine) as db:  # type: ignore[arg-type]
-        dedup = Deduplicator(encoder=encoder, config=config)
+        dedup = Deduplicator(clock=utcnow, encoder=encoder, config=config)
         dedup.load(db)
         summary = dedup.curate(db)
         db.commit()

@@ -1,4 +1,4 @@
-"""Embedding backends (`curation/dedup/backends.py`) compared in one run on this machine. Prints a
+"""Embedding backends (`embedding/backends.py`) compared in one run on this machine. Prints a
 table and the figures as JSON; not a test.
 
 Each configuration is a backend at a max_seq_length (`onnx-int8:128`). After its load (an export
@@ -43,10 +43,11 @@ from sqlmodel import select
 
 from bench.common import DATA, ROOT, database, ingest, session
 from bench.dedup_quality import gitbugs
-from curation.dedup.backends import DEFAULT_CACHE_DIR, load_encoder
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Encoder, body_text, title_text
+from embedding.backends import DEFAULT_CACHE_DIR, load_encoder
 from ingest.mapping import load_mapping
+from schemas.common import utcnow
 from schemas.item import Item
 
 DEFAULT_CONFIGS = "torch:256,onnx:256,onnx-int8:256,openvino:256,openvino-int8:256,torch:128,onnx-int8:128,openvino-int8:128"
@@ -127,7 +128,7 @@ def quality(config: str, encoder: Encoder, texts: list[str], vectors: np.ndarray
     memo.vectors.update(zip(texts, vectors, strict=True))
     folder = workdir / config.replace(":", "-")
     started = time.perf_counter()
-    result = gitbugs(folder, Deduplicator(encoder=memo))
+    result = gitbugs(folder, Deduplicator(clock=utcnow, encoder=memo))
     return {
         "recall_embedding": result["recall"]["embedding"],
         "recall_engine": result["recall"]["combined"],

@@ -41,10 +41,11 @@ from sqlmodel import Session
 
 from bench.ann_index import DIM, real_texts, real_vectors, rss, synthetic
 from bench.common import ROOT
-from curation.dedup.ann_file import AnnConfig
+from curation.dedup.ann_graph import AnnConfig
 from curation.dedup.fingerprints import MinHashRecipe, sketch_from_values, sketch_texts, to_bytes, values_from_bytes
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.rules import DedupConfig
+from embedding.index_files import IndexFolder
 from ingest.normalisation import dedup_text
 from schemas.common import utcnow
 from schemas.dedup import Embedding, ItemFingerprint
@@ -147,11 +148,12 @@ def load_and_measure(url: str, folder: Path, queries: int) -> dict[str, Any]:
 
     engine = make_engine(url)
     recipe = MinHashRecipe()
-    config = DedupConfig(ann=AnnConfig(folder=folder))
+    config = DedupConfig(ann=AnnConfig())
     before = rss()
     started, cpu = time.perf_counter(), time.process_time()
     with Session(engine) as session:
-        index = SimilarityIndex.load(session, recipe=recipe, model_id=MODEL_ID, dim=DIM, lsh_threshold=max(0.05, config.minhash_threshold - 0.1), ann=config.ann)
+        threshold = max(0.05, config.minhash_threshold - 0.1)
+        index = SimilarityIndex.load(session, recipe=recipe, model_id=MODEL_ID, dim=DIM, lsh_threshold=threshold, ann=config.ann, files=IndexFolder(folder))
     load_s, load_cpu = time.perf_counter() - started, time.process_time() - cpu
     loaded = rss()
     workdir = ROOT / "var" / "bench" / "index_load"

@@ -34,6 +34,7 @@ from curation.releases.groups import near_groups
 from curation.releases.sealing import is_sealed
 from curation.releases.visibility import sealed_item_ids
 from ingest.mapping import load_mapping
+from schemas.common import utcnow
 from schemas.dedup import NearLink
 from schemas.evals import EvalCreate, EvalItem, Split
 from schemas.item import Item, ItemStatus
@@ -62,7 +63,7 @@ def _encoder(name: str) -> Encoder:
         from tests.eval_support import HashingEncoder
 
         return HashingEncoder()
-    from curation.dedup.embeddings import SentenceTransformerEncoder
+    from embedding.models import SentenceTransformerEncoder
 
     return SentenceTransformerEncoder()
 
@@ -84,7 +85,7 @@ def main() -> None:
     ingest(engine, args.pool, records, load_mapping(mapping))
     started = time.perf_counter()
     with write_session(engine) as session:
-        Deduplicator(encoder=_encoder(args.encoder), config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=_encoder(args.encoder), config=DedupConfig()).curate(session)
         session.commit()
     curate_seconds = time.perf_counter() - started
 

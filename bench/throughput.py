@@ -14,7 +14,7 @@ With `--device cuda` (a GPU machine), encoding uses the backfill encoder (length
 batches, the tokenizer running ahead in a thread) and the plain `model.encode` on the same device
 is timed beside it.
 
-On the CPU, `--backend` picks the encoder (`curation.dedup.backends`; default: `auto`, the one
+On the CPU, `--backend` picks the encoder (`embedding.backends`; default: `auto`, the one
 the service picks on this machine for a new pool).
 
 Usage: .venv/bin/python bench/throughput.py [--reports 1000] [--sizes 10000,100000] [--backend torch] [--device cuda]
@@ -40,13 +40,14 @@ from sqlmodel import Session
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT, database, ingest, session
-from curation.dedup.backend_choice import machine_choice
-from curation.dedup.backends import BACKENDS, load_encoder
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors, body_text, text_hash
+from curation.dedup.embeddings import Encoder, Vectors, body_text, text_hash
 from curation.dedup.fingerprints import MinHashRecipe, sketch_texts, to_bytes
 from curation.dedup.index import SimilarityIndex
-from curation.dedup.pipelined import PipelinedEncoder
+from embedding.backend_choice import machine_choice
+from embedding.backends import BACKENDS, load_encoder
+from embedding.models import SentenceTransformerEncoder
+from embedding.pipelined import PipelinedEncoder
 from ingest.mapping import load_mapping
 from ingest.preparing import usable_cores
 from schemas.common import utcnow
@@ -71,7 +72,7 @@ def pipeline(workdir: Path, name: str, records: list[dict[str, object]], encoder
     started = time.perf_counter()
     ingest(engine, name, records, load_mapping(ROOT / "examples/mappings/hadoop_jira.yaml"))
     # As the service curates: batches prepared (and encoded) ahead while the previous one's decisions are written.
-    dedup = Deduplicator(encoder=encoder)
+    dedup = Deduplicator(clock=utcnow, encoder=encoder)
     dedup.curate_in_steps(lambda: Session(engine), lambda: write_transaction(engine), ahead=True)
     return time.perf_counter() - started
 

@@ -258,7 +258,7 @@ def load_pools(*, cached_only: bool = False) -> tuple[dict[str, Pool], Features]
     """Every pool of `POOLS` and its pairs' features, computed once and then read from
     var/judge-vectors (keyed by the pairs and the features' version)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from curation.dedup.embeddings import SentenceTransformerEncoder, model_id_of
+    from embedding.models import SentenceTransformerEncoder, model_id_of
 
     encoder = None if cached_only else SentenceTransformerEncoder()
     cache = VectorCache(encoder, model_id_of(None))

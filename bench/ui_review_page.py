@@ -361,7 +361,7 @@ def build_pool(engine: Engine, *, total: int, unique: int, curated: int, near_sh
     done()
 
     done = _timed(pool, "curated subset decided")
-    deduplicator = Deduplicator(encoder=encoder, config=DedupConfig(), recipe=recipe)
+    deduplicator = Deduplicator(clock=utcnow, encoder=encoder, config=DedupConfig(), recipe=recipe)
     summary = CurationSummary()
     with write_session(engine) as session:
         while True:
@@ -392,7 +392,7 @@ def build_pool(engine: Engine, *, total: int, unique: int, curated: int, near_sh
         status = ItemStatus.DUPLICATE.value if entry.item_id in duplicates else ItemStatus.UNIQUE.value
         stage = "minhash" if entry.item_id in duplicates else "none"
         decisions.append({"item_id": entry.item_id, "status": status, "stage": stage, "score": None, "matched_item_id": duplicates.get(entry.item_id), "details": details})
-    cache = EmbeddingCache(encoder)
+    cache = EmbeddingCache(encoder, clock=utcnow)
     fingerprint_table = ItemFingerprint.__table__  # type: ignore[attr-defined]
     decision_table = DedupDecision.__table__  # type: ignore[attr-defined]
     for start in range(0, len(rest), FINGERPRINT_BATCH):

@@ -16,9 +16,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from curation.dedup.embeddings import SentenceTransformerEncoder, default_model_path
 from curation.dedup.lexical import lexical_similarity
-from curation.dedup.readability import ReadabilityMeter
+from embedding.models import SentenceTransformerEncoder, default_model_path
+from embedding.readability import ReadabilityMeter
 
 TEXTS = {
     "zh": [

@@ -10,6 +10,11 @@ The rule for the database: curation reads and writes through the `Session` its c
 closes). It never opens a connection, never commits or rolls back, never takes a lock and never
 reads goldenset's settings; it raises its own errors, which the service turns into
 problems and exit statuses.
+What it works with beyond the database is handed in too: the embedding model and the dedup
+index's files (the service builds them from `embedding`, through the protocols
+`curation.dedup.embeddings.Encoder` and `curation.dedup.index_files.IndexFiles`), and the clock
+(`curation.clock`: a time, or a callable that gives it). Curation never reads the clock or the
+environment itself (`tests/unit/test_curation_is_handed.py`).
 May use: `schemas`; from `ingest`, only the normalisation helpers (`ingest.normalisation`) and
-the outbound-HTTP retry timing (`ingest.http`). Never `service` or the web framework.
+the outbound-HTTP retry timing (`ingest.http`). Never `service`, `embedding` or the web framework.
 """

@@ -22,7 +22,6 @@ from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
-from schemas.common import utcnow
 from schemas.item import EDITED_FIELDS, MAX_NOTE, FieldChange, Item, ItemRevision, ItemRevisions, ItemStatus, RevisionKind, RevisionRead, item_snapshot
 from schemas.lifecycle import MOVES, ItemAction, move, unmoved
 
@@ -59,10 +58,10 @@ def edit_item(
     tags: Sequence[str] | None = None,
     note: str,
     actor: str,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Item:
-    """Change the given fields of item `item_id` (None: left as it is) as a new revision by `actor`,
-    with `note` saying why, and return the item; never commits.
+    """Change the given fields of item `item_id` (None: left as it is) as a new revision by `actor`
+    at `now`, with `note` saying why, and return the item; never commits.
 
     Guarantees: the content before the edit is kept (`ItemRevision`, kind `curator`, with the actor
     and the note); the revision number goes up by one and `curated_revision` becomes it; the dedup
@@ -92,7 +91,6 @@ def edit_item(
     if not changed:
         raise EditRefused("no_change", f"nothing to change: every field given already holds that value in item {item_id}", 422)
 
-    now = now or utcnow()
     assert item.id is not None
     session.add(
         ItemRevision(

@@ -9,6 +9,7 @@ The audit trail is the record of decisions: a decision is the newest `item.appro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
@@ -31,8 +32,8 @@ class ReviewRefused(Refused):
     """A review decision cannot be taken or undone (`curation.refusals.Refused`)."""
 
 
-def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str) -> Item:
-    """Approve or reject one `unique` item and audit it, without committing. Raises ReviewRefused:
+def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str, now: datetime) -> Item:
+    """Approve or reject one `unique` item at `now` and audit it, without committing. Raises ReviewRefused:
     `not_found` (404), `reason_required` (422, a rejection needs a reason) or `not_reviewable` (409)."""
     reason = reason.strip()
     if decision is Decision.REJECT and not reason:
@@ -49,21 +50,21 @@ def decide(*, session: Session, item_id: int, decision: Decision, reason: str, a
         raise ReviewRefused("not_reviewable", f"item {item_id} is {item.status}, not unique: {hint}", 409)
     approve = decision is Decision.APPROVE
     action, status = (ItemAction.APPROVE, ItemStatus.APPROVED) if approve else (ItemAction.REJECT, ItemStatus.REJECTED)
-    event = move(item, action, status, actor=actor, details={"reason": reason} if reason else {})
+    event = move(item, action, status, actor=actor, details={"reason": reason} if reason else {}, at=now)
     item.source_changed_at = None  # a held source change has been looked at
     session.add(item)
     session.add(event)
     return item
 
 
-def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor: str) -> ReviewOutcome:
-    """Apply each decision on its own (a savepoint each); a refused one is reported by position and
+def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor: str, now: datetime) -> ReviewOutcome:
+    """Apply each decision on its own (a savepoint each), all at `now`; a refused one is reported by position and
     reason and leaves nothing behind, and the others are kept. The caller commits."""
     outcome = ReviewOutcome(approved=[], rejected=[], errors=[])
     for position, entry in enumerate(decisions):
         try:
             with session.begin_nested():
-                decide(session=session, item_id=entry.item_id, decision=entry.decision, reason=entry.reason, actor=actor)
+                decide(session=session, item_id=entry.item_id, decision=entry.decision, reason=entry.reason, actor=actor, now=now)
         except ReviewRefused as exc:
             outcome.errors.append(RecordError(position=position, locator=f"index {position}", reason=exc.reason, detail=exc.detail, external_id=str(entry.item_id)))
             continue
@@ -71,8 +72,8 @@ def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor
     return outcome
 
 
-def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
-    """Undo the item's newest review decision (an approval or a rejection): the item is `unique`
+def undo_review(*, session: Session, item_id: int, actor: str, now: datetime) -> ReviewUndone:
+    """Undo the item's newest review decision (an approval or a rejection) at `now`: the item is `unique`
     again, and `item.review_undone` is audited with what was undone. Does not commit. Raises
     ReviewRefused: `not_found` (404); `not_reviewed` (409: no decision in force, or it was undone
     already); `released` (409: a release took the item in, or retired it, after the decision, so the
@@ -98,7 +99,7 @@ def undo_review(*, session: Session, item_id: int, actor: str) -> ReviewUndone:
         raise ReviewRefused("not_yours", f"item {item_id} was {decision.value}d by {latest.actor}: only they can undo it; ask them, or decide it again once it is undone", 409)
     reason = str(latest.details.get("reason", ""))
     details = {"undone": decision.value, "reason": reason, "decision_event": latest.id, "decided_at": latest.at.isoformat()}
-    session.add(move(item, ItemAction.REVIEW_UNDONE, ItemStatus.UNIQUE, actor=actor, details=details))
+    session.add(move(item, ItemAction.REVIEW_UNDONE, ItemStatus.UNIQUE, actor=actor, details=details, at=now))
     session.add(item)
     return ReviewUndone(item_id=item_id, status=item.status, undone=decision, reason=reason, decided_by=latest.actor, decided_at=latest.at)
 

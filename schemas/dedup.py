@@ -49,7 +49,7 @@ class ItemFingerprint(SQLModel, table=True):
 class Embedding(SQLModel, table=True):
     """A cached embedding, keyed by the sha256 of the exact text embedded and the model: the same
     text is never encoded twice by the same model. `unreadable`: the share of the text the model's
-    tokenizer cannot represent (`curation.dedup.readability`), measured when it was encoded; None
+    tokenizer cannot represent (`embedding.readability`), measured when it was encoded; None
     when stored before that was measured, or by an encoder that cannot measure it."""
 
     text_hash: str = Field(max_length=64, primary_key=True)

@@ -76,24 +76,27 @@ class IllegalMove(ValueError):
 
 
 def move(item: Item, action: ItemAction, to: ItemStatus, *, actor: str, details: Mapping[str, Any] | None = None, at: datetime | None = None) -> AuditEvent:
-    """Move `item` to status `to` by `action`, taken by `actor`: set its status and `updated_at`
-    and return the audit event to add in the same transaction (details: `status_before`, `status`
-    and `details`). Raises IllegalMove when `MOVES` does not allow it."""
+    """Move `item` to status `to` by `action`, taken by `actor` at `at` (default: now): set its
+    status and `updated_at` and return the audit event, dated `at` too, to add in the same
+    transaction (details: `status_before`, `status` and `details`). Raises IllegalMove when
+    `MOVES` does not allow it."""
     allowed = MOVES[action]
     before = ItemStatus(item.status)
     if before not in allowed.sources or to not in allowed.targets:
         raise IllegalMove(f"{action.value} cannot move item {item.id} from {before.value} to {to.value}")
     item.status = to.value
-    item.updated_at = at or utcnow()
-    return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), "status_before": before.value, "status": to.value})
+    item.updated_at = when = at or utcnow()
+    moved = {"status_before": before.value, "status": to.value}
+    return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), **moved}, at=when)
 
 
 def unmoved(item: Item, action: ItemAction, *, actor: str, details: Mapping[str, Any] | None = None, at: datetime | None = None) -> AuditEvent:
     """The audit event of `action` taken on `item` without moving it (an edit of its tags, a ruling
-    apart that keeps its status): its status stays, named as both `status_before` and `status`."""
-    item.updated_at = at or utcnow()
+    apart that keeps its status), at `at` (default: now): its status stays, named as both
+    `status_before` and `status`."""
+    item.updated_at = when = at or utcnow()
     stays = {"status_before": item.status, "status": item.status}
-    return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), **stays})
+    return AuditEvent(actor=actor, action=action.value, object_type="item", object_id=str(item.id), details={**(details or {}), **stays}, at=when)
 
 
 def is_move(event: AuditEvent) -> bool:

@@ -31,9 +31,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.refusals import Refused
 from curation.releases.periods import cron_trigger, period_at
+from embedding.http_encoder import EmbeddingServiceError
 from ingest.connectors.base import ConnectorError
 from schemas.common import utcnow
 from schemas.evals import Eval

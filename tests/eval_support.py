@@ -18,6 +18,7 @@ from sqlmodel import Session, select
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Vectors
 from curation.dedup.rules import DedupConfig
+from schemas.common import utcnow
 from schemas.item import Item
 from service.core.db import write_session
 from tests.dedup_support import KEV_MAPPING, ingest
@@ -60,7 +61,7 @@ def ingest_and_curate(engine: Engine, source: str, records: list[dict[str, Any]]
     summary = ingest(engine, source, records, mapping)
     assert summary.rejected == 0, summary.errors[:3]
     with write_session(engine) as session:
-        Deduplicator(encoder=HashingEncoder(), config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=DedupConfig()).curate(session)
         session.commit()
 
 

@@ -12,7 +12,7 @@ from ingest.mapping import load_mapping
 from schemas.common import utcnow
 from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
 from schemas.source import SourceCreate
-from service.core.db import write_session, write_transaction
+from service.core.db import write_transaction
 from service.runs.model_registry import create_endpoint, create_model
 from service.sources.definitions import create_source
 from tests.dedup_support import KEV_MAPPING, ingest

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import CurationSummary, Deduplicator
 from curation.dedup.rules import DedupConfig
+from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item
 from service.core.db import write_session
@@ -47,7 +48,7 @@ def reversed_copy(report: dict[str, Any], *, words: str = "", title: str | None 
 def curate(engine: Engine, p: float | None, config: DedupConfig = CONFIG) -> CurationSummary:
     """Curate what is pending with the hashing encoder and a judge answering `p` (None: no judge)."""
     with write_session(engine) as session:
-        summary = Deduplicator(encoder=HashingEncoder(), config=config, judge=None if p is None else FixedJudge(p)).curate(session)
+        summary = Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=config, judge=None if p is None else FixedJudge(p)).curate(session)
         session.commit()
     return summary
 

@@ -1,9 +1,10 @@
 """Approximate nearest-neighbour search for a large dedup pool.
 
-An HNSW graph over each item's body and title vectors side by side (`curation.dedup.ann_file`),
+An HNSW graph over each item's body and title vectors side by side (`curation.dedup.ann_graph`),
 searched with the query's body and weighted title vectors, so the graph's inner product is the
-index's combined title/body score. The graph is kept in a file per database, model and vector
-kind, opened (memory-mapped) at load, or built from the database and saved when missing or stale.
+index's combined title/body score. The graph is kept by the caller's `IndexFiles`, one per
+database, model and vector kind, opened (memory-mapped) at load, or built from the database and
+saved when missing or stale; without files it is built in memory at every load.
 Items decided after the file was written, or whose vectors changed since, are held beside it in
 float32 and searched exactly.
 
@@ -22,7 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection
 
-from curation.dedup.ann_file import FILE_VERSION, AnnConfig, GraphFile, Vector, database_identity, file_stem, load_faiss, locked, stored_vectors
+from curation.dedup.ann_graph import FILE_VERSION, AnnConfig, GraphFile, Vector, database_identity, file_stem, load_faiss, stored_vectors
+from curation.dedup.index_files import IndexFiles
 
 BUILD_CHUNK = 50_000
 MAX_EF = 4096
@@ -60,7 +62,7 @@ class ApproximateVectors:
     them), searched through a graph, plus items held beside it and searched exactly.
 
     `origin` says whether the graph was `built` and saved at this load, `opened` from its file, or
-    built in `memory` (no folder)."""
+    built in `memory` (no files)."""
 
     def __init__(self, file: GraphFile, slot_position: NDArray[np.int64], times: NDArray[np.float64], *, dim: int, title_weight: float, config: AnnConfig, origin: Origin) -> None:
         self.file = file
@@ -180,12 +182,14 @@ class ApproximateVectors:
         dim: int,
         title_weight: float,
         config: AnnConfig,
+        files: IndexFiles | None,
     ) -> ApproximateVectors:
         """The vectors of the items at positions 0..n-1 (`item_ids`, their `vector_digests`, their
         occurrence `times`, and `keys_of` positions: their body and title keys, whose vectors
-        `model_id` stored): the graph file of this database, model and kind opened when it is
-        current enough (items missing from it, or changed since, are read from the database and
-        held beside it), else built from the database and saved (when `config.folder` is set)."""
+        `model_id` stored): the graph file of this database, model and kind opened from `files`
+        when it is current enough (items missing from it, or changed since, are read from the
+        database and held beside it), else built from the database and saved there (built in
+        memory when `files` is None)."""
         identity = database_identity(connection) or "empty"
         kind = config.kind(dim)
         expected = {"version": FILE_VERSION, "model_id": model_id, "kind": kind, "dim": dim, "database": identity}
@@ -202,20 +206,20 @@ class ApproximateVectors:
                 connection, file, item_ids, digests, times, keys_of, model_id=model_id, dim=dim, title_weight=title_weight, config=config, origin=origin, slots=slots
             )
 
-        if config.folder is None:
+        if files is None:
             return completed(build(), "memory")
         stem = file_stem(identity, model_id, kind)
-        with locked(config.folder / f"{stem}.lock"):
-            opened = GraphFile.open(config.folder, stem, expected)
+        with files.locked(stem):
+            opened = GraphFile.open(files, stem, expected)
             if opened is not None:
                 slot_position = _match(opened, item_ids, digests)
                 valid = int(np.count_nonzero(slot_position >= 0))
                 if count - valid <= config.rebuild_share * valid and len(slot_position) - valid <= config.rebuild_share * len(slot_position):
                     return completed(opened, "opened", slot_position)
-            build().save(config.folder, stem)
-            saved = GraphFile.open(config.folder, stem, expected)
+            build().save(files, stem)
+            saved = GraphFile.open(files, stem, expected)
             if saved is None:
-                raise RuntimeError(f"the graph file {config.folder / stem} just written cannot be read back")
+                raise RuntimeError(f"the graph file {stem} just written to {files} cannot be read back")
             return completed(saved, "built")
 
     @classmethod

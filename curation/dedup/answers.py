@@ -18,12 +18,13 @@ Every function works in the session it is given and never commits.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlmodel import Session
 
 from curation.dedup.overrides import rule_apart, rule_duplicate_of
 from curation.refusals import Refused
 from schemas.audit import AuditAction, AuditEvent
-from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.item import Item
 
@@ -61,8 +62,8 @@ def asked_pair(session: Session, question_id: int) -> tuple[int, ...]:
     return () if question is None else (question.item_id, question.other_id)
 
 
-def answer_question(*, session: Session, question_id: int, ruling: QuestionRuling, note: str, actor: str, token_id: int | None) -> DedupQuestion:
-    """Answer open question `question_id` with `ruling` and apply it as a ruling on the pair
+def answer_question(*, session: Session, question_id: int, ruling: QuestionRuling, note: str, actor: str, token_id: int | None, now: datetime) -> DedupQuestion:
+    """Answer open question `question_id` with `ruling` at `now` and apply it as a ruling on the pair
     (`note`, optional, is kept with both; `token_id`: the token answering, None from the local
     command line). Raises QuestionRefused: `not_found` (404), `already_answered` and `withdrawn`
     (409); and the refusals of the ruling (`curation.dedup.overrides.OverrideRefused`, e.g. 409
@@ -75,15 +76,15 @@ def answer_question(*, session: Session, question_id: int, ruling: QuestionRulin
     if question.state != QuestionState.OPEN.value:
         raise QuestionRefused("withdrawn", f"question {question_id} was withdrawn: curation decided item {question.item_id} again and no longer asks it", 409)
     note = note.strip()
-    question.state, question.ruling, question.ruled_by, question.ruled_at, question.note = QuestionState.ANSWERED.value, ruling.value, token_id, utcnow(), note or None
+    question.state, question.ruling, question.ruled_by, question.ruled_at, question.note = QuestionState.ANSWERED.value, ruling.value, token_id, now, note or None
     session.add(question)
     session.flush()  # answered before the ruling withdraws the pair's open questions
     why = note or f"answered dedup question {question_id}: {ruling.value}"
     if ruling is QuestionRuling.SAME:
         later, earlier = _later_first(session, question)
-        rule_duplicate_of(session=session, item_id=later, other_id=duplicate_chain(session, earlier)[-1], note=why, actor=actor)
+        rule_duplicate_of(session=session, item_id=later, other_id=duplicate_chain(session, earlier)[-1], note=why, actor=actor, now=now)
     else:
-        rule_apart(session=session, item_id=question.item_id, other_id=question.other_id, note=why, actor=actor)
+        rule_apart(session=session, item_id=question.item_id, other_id=question.other_id, note=why, actor=actor, now=now)
     session.add(
         AuditEvent(
             actor=actor,
@@ -91,6 +92,7 @@ def answer_question(*, session: Session, question_id: int, ruling: QuestionRulin
             object_type="dedup_question",
             object_id=str(question_id),
             details={"item_id": question.item_id, "other_id": question.other_id, "ruling": ruling.value, "p_same": question.p_same, "note": note},
+            at=now,
         )
     )
     return question

@@ -11,18 +11,20 @@ from typing import Any
 from sqlalchemy import insert, or_
 from sqlmodel import Session, col, select
 
+from curation.clock import Clock
 from curation.dedup.near_links import NearLinkTo
 from curation.dedup.rules import Verdict
-from schemas.common import utcnow
 from schemas.dedup import DedupDecision, ItemFingerprint, NearLink
 
 
 @dataclass
 class BatchWrites:
     """A batch's new rows, inserted together when the batch is decided (building ORM objects for
-    them cost more than the decisions), and the fingerprints stored before, updated in place."""
+    them cost more than the decisions), and the fingerprints stored before, updated in place;
+    decisions and links are dated by `clock` as they are added."""
 
     stored_fingerprints: dict[int, ItemFingerprint]
+    clock: Clock
     new_fingerprints: dict[int, dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     links: dict[frozenset[int], dict[str, Any]] = field(default_factory=dict)
@@ -37,14 +39,15 @@ class BatchWrites:
                 "score": verdict.score,
                 "matched_item_id": matched if matched is not None else verdict.matched,
                 "details": details if details is not None else verdict.details,
-                "decided_at": utcnow(),
+                "decided_at": self.clock(),
             }
         )
 
     def link(self, item_id: int, links: Sequence[NearLinkTo]) -> None:
         """Record that `item_id` is near each of `links` (the first link of a pair is kept)."""
         for link in links:
-            self.links.setdefault(frozenset((item_id, link.other)), {"item_id": item_id, "other_id": link.other, "stage": link.stage, "score": link.score, "recorded_at": utcnow()})
+            row = {"item_id": item_id, "other_id": link.other, "stage": link.stage, "score": link.score, "recorded_at": self.clock()}
+            self.links.setdefault(frozenset((item_id, link.other)), row)
 
     def insert(self, session: Session) -> None:
         """Insert the new fingerprints, the decisions, in the order they were made, and the near

@@ -25,11 +25,13 @@ from typing import Any
 from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
+from curation.clock import Clock
 from curation.dedup.batch_writes import BatchWrites
 from curation.dedup.embeddings import EmbeddingCache, Encoder, NewEmbedding, Vectors, body_text, store_embeddings, title_text
 from curation.dedup.facts import SourceMemory, StoredFacts
 from curation.dedup.fingerprints import MinHashRecipe, normalised_tokens, sketch_texts, to_bytes
 from curation.dedup.index import IndexedItem, KnownHashes, SimilarityIndex
+from curation.dedup.index_files import IndexFiles
 from curation.dedup.near_links import NearLinkTo
 from curation.dedup.questions import Judge, Pair, Questioner, asked_verdict, judge_for, open_questions_of
 from curation.dedup.readability import Unreadable, unreadable_shares
@@ -38,7 +40,6 @@ from curation.dedup.rules import DedupConfig, Verdict, judge
 from curation.dedup.sketch_table import identity_digest
 from curation.dedup.text_kind import TextKind, text_kind
 from ingest.normalisation import NORMALISATION_VERSION, content_hash, dedup_text, normalise_text
-from schemas.common import utcnow
 from schemas.dedup import DedupStage, ItemFingerprint
 from schemas.dedup_questions import DedupQuestion
 from schemas.item import Item, ItemStatus
@@ -93,17 +94,23 @@ _SHIPPED_JUDGE: Any = object()
 
 
 class Deduplicator:
-    """Decides candidates against an index of everything decided before. `judge`: the
-    same-incident judge that makes curation ask a curator about a pair
-    (`curation.dedup.questions`); default the shipped one (`judge_for`: none for an encoder of
+    """Decides candidates against an index of everything decided before. `clock` dates what it
+    writes; `files` keep a large pool's index between loads (`curation.dedup.index_files`; None:
+    built in memory). `judge`: the same-incident judge that makes curation ask a curator about a
+    pair (`curation.dedup.questions`); default the shipped one (`judge_for`: none for an encoder of
     another model than it was fitted on), None to let the rules decide alone."""
 
-    def __init__(self, *, encoder: Encoder, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None, judge: Judge | None = _SHIPPED_JUDGE) -> None:
+    def __init__(
+        self, *, encoder: Encoder, clock: Clock, config: DedupConfig | None = None, recipe: MinHashRecipe | None = None, judge: Judge | None = _SHIPPED_JUDGE,
+        files: IndexFiles | None = None,
+    ) -> None:
         self.encoder = encoder
+        self.clock = clock
+        self.files = files
         self.config = config or DedupConfig()
         self.recipe = recipe or MinHashRecipe()
         self.questioner = Questioner(judge_for(encoder.model_id) if judge is _SHIPPED_JUDGE else judge, self.config, self.recipe)
-        self.embeddings = EmbeddingCache(encoder)
+        self.embeddings = EmbeddingCache(encoder, clock=clock)
         self.memory = SourceMemory(self.embeddings)
         self.index: SimilarityIndex | None = None
         self.holds_stale_entries = False
@@ -112,7 +119,7 @@ class Deduplicator:
         """(Re)build the index from the database."""
         self.holds_stale_entries = False
         self.index = SimilarityIndex.load(
-            session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold(), ann=self.config.ann
+            session, recipe=self.recipe, model_id=self.encoder.model_id, dim=self.encoder.dim, lsh_threshold=self._lsh_threshold(), ann=self.config.ann, files=self.files
         )
         return self.index
 
@@ -187,17 +194,8 @@ class Deduplicator:
 
     def _pending(self, session: Session, size: int, *, exclude: Sequence[int] = ()) -> list[Item]:
         fingerprinted = select(ItemFingerprint.item_id)
-        query = (
-            select(Item)
-            .where(
-                or_(
-                    col(Item.status) == ItemStatus.CANDIDATE.value,
-                    and_(col(Item.status) == ItemStatus.REFERENCE.value, col(Item.id).not_in(fingerprinted)),
-                )
-            )
-            .order_by(col(Item.occurred_at), col(Item.id))
-            .limit(size)
-        )
+        pending = or_(col(Item.status) == ItemStatus.CANDIDATE.value, and_(col(Item.status) == ItemStatus.REFERENCE.value, col(Item.id).not_in(fingerprinted)))
+        query = select(Item).where(pending).order_by(col(Item.occurred_at), col(Item.id)).limit(size)
         if exclude:
             query = query.where(col(Item.id).not_in(exclude))
         return list(session.exec(query))
@@ -251,7 +249,7 @@ class Deduplicator:
         ids = [candidate.item.id for candidate in prepared.candidates]
         current = {item.id: item for item in session.exec(select(Item).where(col(Item.id).in_(ids)))}
         # Fingerprints of items decided before (a changed item decided again) are updated in place.
-        writes = BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))})
+        writes = BatchWrites({fingerprint.item_id: fingerprint for fingerprint in session.exec(select(ItemFingerprint).where(col(ItemFingerprint.item_id).in_(ids)))}, self.clock)
         facts = self.facts(session)
         questions = open_questions_of(session, [item_id for item_id in ids if item_id is not None])
         with session.no_autoflush:  # one flush at commit, not one per row (`_swap` flushes before its update)
@@ -298,7 +296,7 @@ class Deduplicator:
         if self.questioner.asks:
             pair = Pair(item, candidate.body, candidate.title, candidate.unreadable, TextKind(verdict.details.get("text", TextKind.LONG.value)))
             asked = self.questioner.consider(pair, verdict, index=index, facts=facts, session=session)
-        self.questioner.record(session, item.id, asked, questions)
+        self.questioner.record(session, item.id, asked, questions, now=self.clock())
         if asked is not None:
             verdict = asked_verdict(verdict, asked)
             summary.asked += 1
@@ -328,7 +326,7 @@ class Deduplicator:
         }
         stored = writes.stored_fingerprints.get(item_id)
         if stored is None:
-            writes.new_fingerprints[item_id] = {"item_id": item_id, **values, "created_at": utcnow()}
+            writes.new_fingerprints[item_id] = {"item_id": item_id, **values, "created_at": self.clock()}
             return
         for name, value in values.items():
             setattr(stored, name, value)

@@ -1,5 +1,5 @@
 """Equivalent embedding backends: when the embedding model id changes to another backend of the
-same model (`curation.dedup.backends`), the stored texts tell whether the new one's vectors are
+same model (the caller tells which ids are: `embedding.backends.same_model`), the stored texts tell whether the new one's vectors are
 the old ones' to rounding; if so, the stored vectors are adopted under the new id instead of
 re-encoding every text (`goldenset curate --refingerprint`).
 
@@ -17,8 +17,8 @@ Contracts:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import and_, exists, func, insert, literal, update
@@ -26,17 +26,15 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
 
-from curation.dedup.backends import BACKENDS
 from curation.dedup.embeddings import Encoder, Vectors, body_text, text_hash, title_text
 from curation.dedup.fingerprints import MinHashRecipe
-from schemas.common import UTCDateTime, utcnow
+from schemas.common import UTCDateTime
 from schemas.dedup import Embedding, EmbeddingEquivalence, ItemFingerprint
 from schemas.item import Item
 
 EQUIVALENT_COSINE = 0.999
 DEFAULT_SAMPLE = 256
 _CHUNK = 500
-_RECIPE = re.compile(r"r[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -55,31 +53,11 @@ class EquivalenceCheck:
         return self.texts > 0 and self.min_cosine >= EQUIVALENT_COSINE
 
 
-def _split(model_id: str) -> tuple[str, str]:
-    """`model_id` as (the model's id, the backend that ran it): an exported backend's id ends in
-    `/<backend>.r<n>` (`curation.dedup.backends.backend_model_id`); any other id is PyTorch's."""
-    head, _, tail = model_id.rpartition("/")
-    backend, _, recipe = tail.partition(".")
-    if head and backend in BACKENDS and _RECIPE.fullmatch(recipe):
-        return head, backend
-    return model_id, "torch"
-
-
-def base_model_id(model_id: str) -> str:
-    """The id of the model whose backend made vectors under `model_id`: `model_id` without its
-    `/<backend>.<recipe>` part (the PyTorch backend's id is the base itself)."""
-    return _split(model_id)[0]
-
-
-def backend_of(model_id: str) -> str:
-    """The backend that made vectors under `model_id`, an id of an in-process backend."""
-    return _split(model_id)[1]
-
-
-def same_model(one: str, other: str) -> bool:
-    """Whether two model ids are backends of one model (same weights and sequence length), the
-    only switches an equivalence check may spare a re-encoding of."""
-    return one != other and base_model_id(one) == base_model_id(other)
+def stored_model_ids(session: Session) -> dict[str, int]:
+    """The embedding model ids that embedded fingerprints carry, with how many each."""
+    model = col(ItemFingerprint.model_id)
+    query = sa_select(model, func.count()).where(col(ItemFingerprint.body_key).is_not(None), model.is_not(None)).group_by(model)
+    return {str(model_id): int(count) for model_id, count in session.execute(query).all()}
 
 
 def other_model_ids(session: Session, *, recipe: MinHashRecipe, model_id: str) -> dict[str, int]:
@@ -135,10 +113,10 @@ def check_equivalence(session: Session, encoder: Encoder, from_model_id: str, *,
     return EquivalenceCheck(from_model_id, to_model_id, len(keys), float(cosines.min()), float(cosines.mean()))
 
 
-def adopt_vectors(session: Session, check: EquivalenceCheck) -> tuple[int, int]:
+def adopt_vectors(session: Session, check: EquivalenceCheck, *, now: datetime) -> tuple[int, int]:
     """Adopt the vectors stored under `check.from_model_id` as `check.to_model_id`'s, when the
     check found them equivalent (ValueError otherwise): copy them under the new id (keys already
-    stored under it are kept), point every fingerprint of the old id at the new one, and record
+    stored under it are kept, the copies dated `now`), point every fingerprint of the old id at the new one, and record
     the switch. Writes in `session` only; the caller commits. Returns the vectors copied and the
     fingerprints moved."""
     if not check.equivalent:
@@ -150,7 +128,7 @@ def adopt_vectors(session: Session, check: EquivalenceCheck) -> tuple[int, int]:
     already = exists().where(col(present.text_hash) == col(Embedding.text_hash), col(present.model_id) == check.to_model_id)
     # The same weights run another way read with the same tokenizer: the unreadable shares hold too.
     copies = sa_select(
-        col(Embedding.text_hash), literal(check.to_model_id), col(Embedding.dim), col(Embedding.vector), literal(utcnow(), UTCDateTime()), col(Embedding.unreadable)
+        col(Embedding.text_hash), literal(check.to_model_id), col(Embedding.dim), col(Embedding.vector), literal(now, UTCDateTime()), col(Embedding.unreadable)
     ).where(col(Embedding.model_id) == check.from_model_id, ~already)
     columns = ["text_hash", "model_id", "dim", "vector", "created_at", "unreadable"]
     connection = session.connection()

@@ -25,8 +25,9 @@ from sqlalchemy import ColumnElement, and_, or_
 from sqlmodel import Session, col
 
 from curation.dedup.ann import ApproximateVectors
-from curation.dedup.ann_file import AnnConfig
+from curation.dedup.ann_graph import AnnConfig
 from curation.dedup.fingerprints import MinHashRecipe, sketch_from_values, values_dtype
+from curation.dedup.index_files import IndexFiles
 from curation.dedup.sketch_table import SketchTable
 from schemas.dedup import ItemFingerprint
 
@@ -370,14 +371,16 @@ class SimilarityIndex:
         return [Neighbour(int(ids[i]), float(body_cos[i]), float(title_cos[i])) for i in top if np.isfinite(scores[i])]
 
     @classmethod
-    def load(cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float, ann: AnnConfig | None = None) -> SimilarityIndex:
+    def load(
+        cls, session: Session, *, recipe: MinHashRecipe, model_id: str, dim: int, lsh_threshold: float, ann: AnnConfig | None = None, files: IndexFiles | None = None
+    ) -> SimilarityIndex:
         """Load every decided item from the database (`curation.dedup.index_load.load_index`). With
         `ann`, a pool of at least `ann.min_items` embedded items is searched approximately, through
-        its graph file, and its sketches are kept in a table file beside it (each opened, or built
-        and saved).
+        its graph, and with `files` its graph and its sketch table are kept there (each opened, or
+        built and saved); without, both are built in memory.
 
         Raises `MixedRecipeError` when some fingerprints were made with another recipe or model
         (re-fingerprint them first: `goldenset curate --refingerprint`)."""
         from curation.dedup.index_load import load_index
 
-        return load_index(cls(recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold), session, ann=ann)
+        return load_index(cls(recipe=recipe, model_id=model_id, dim=dim, lsh_threshold=lsh_threshold), session, ann=ann, files=files)

@@ -2,8 +2,9 @@
 
 Every decided, embedded item is read once, in chunks, as plain rows: its id, time, cluster,
 status, text keys and stored sketch. A small pool's sketch table is built in memory. A pool of at
-least `AnnConfig.min_items` items keeps its table in files (`curation.dedup.sketch_table`) and its
-vectors in a graph (`curation.dedup.ann`), each opened and matched to the database item by item:
+least `AnnConfig.min_items` items keeps its table (`curation.dedup.sketch_table`) and its vectors
+in a graph (`curation.dedup.ann`), in the files its caller hands in (`curation.dedup.index_files`),
+each opened and matched to the database item by item:
 an item missing from a file, or changed since it was written (another text, time or identity), is
 held beside it; a file whose missing or changed items pass `AnnConfig.rebuild_share` is built
 again from the database and saved, under a lock, so one process builds while the others wait.
@@ -25,9 +26,10 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
 from curation.dedup.ann import ApproximateVectors
-from curation.dedup.ann_file import AnnConfig, database_identity, locked, vector_digests
+from curation.dedup.ann_graph import AnnConfig, database_identity, vector_digests
 from curation.dedup.fingerprints import values_from_bytes
 from curation.dedup.index import TITLE_WEIGHT, IndexedItem, MixedRecipeError, SimilarityIndex, made_differently
+from curation.dedup.index_files import IndexFiles
 from curation.dedup.sketch_table import TABLE_VERSION, SketchTable, identity_digest, record_digests, text_keys
 from schemas.dedup import Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
@@ -78,10 +80,11 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_index(index: SimilarityIndex, session: Session, *, ann: AnnConfig | None) -> SimilarityIndex:
+def load_index(index: SimilarityIndex, session: Session, *, ann: AnnConfig | None, files: IndexFiles | None = None) -> SimilarityIndex:
     """Fill the empty `index` with every decided, embedded item in the database (see the module
-    docstring). Raises `MixedRecipeError` when fingerprints were made with another recipe or model,
-    or an item's vectors are not stored under the index's model."""
+    docstring); a large pool's table and graph are kept in `files` (built in memory without).
+    Raises `MixedRecipeError` when fingerprints were made with another recipe or model, or an
+    item's vectors are not stored under the index's model."""
     with _collector_paused():
         _refuse_mixed(session, index)
         connection = session.connection()
@@ -92,23 +95,23 @@ def load_index(index: SimilarityIndex, session: Session, *, ann: AnnConfig | Non
         if not count:
             return index
         large = ann is not None and count >= ann.min_items
-        folder = ann.folder if ann is not None and large else None
+        kept = files if large else None
         expected: dict[str, Any] = {}
         stem = ""
-        if folder is not None:
+        if kept is not None:
             identity = database_identity(connection) or "empty"
             ranges = [list(pair) for pair in index.lsh.hashranges]
             expected = {"version": TABLE_VERSION, "database": identity, "recipe": index.recipe.key, "ranges": ranges}
             stem = f"{identity}-{hashlib.sha256(index.recipe.key.encode()).hexdigest()[:16]}-b{index.lsh.b}r{index.lsh.r}-sketches"
-        with locked(folder / f"{stem}.lock") if folder is not None else nullcontext():
-            stored = SketchTable.open(folder, stem, expected) if folder is not None else None
+        with kept.locked(stem) if kept is not None else nullcontext():
+            stored = SketchTable.open(kept, stem, expected) if kept is not None else None
             columns, slots, values = _read(connection, index, stored)
             table, slots = _settle_table(index, columns, slots, values, stored, expected, ann)
-            if folder is not None and table is not stored:
-                table.save(folder, stem)
-                reopened = SketchTable.open(folder, stem, expected)
+            if kept is not None and table is not stored:
+                table.save(kept, stem)
+                reopened = SketchTable.open(kept, stem, expected)
                 if reopened is None:
-                    raise RuntimeError(f"the sketch table {folder / stem} just written cannot be read back")
+                    raise RuntimeError(f"the sketch table {stem} just written to {kept} cannot be read back")
                 table = reopened
         index.table = table
         index.slot_position = np.full(len(table), -1, dtype=np.int64)
@@ -119,7 +122,7 @@ def load_index(index: SimilarityIndex, session: Session, *, ann: AnnConfig | Non
         if len(beside):
             index.hold_beside(beside.tolist(), [columns.item(int(position)) for position in beside], values)
         if large and ann is not None:
-            _attach_vectors(index, connection, columns, ann)
+            _attach_vectors(index, connection, columns, ann, kept)
         else:
             _read_vectors(index, connection, columns)
         return index
@@ -237,7 +240,7 @@ def _read_vectors(index: SimilarityIndex, connection: Connection, columns: _Colu
     index.add_vectors(range(len(keys)), body, title)
 
 
-def _attach_vectors(index: SimilarityIndex, connection: Connection, columns: _Columns, ann: AnnConfig) -> None:
+def _attach_vectors(index: SimilarityIndex, connection: Connection, columns: _Columns, ann: AnnConfig, files: IndexFiles | None) -> None:
     """A large pool's vectors, searched through its graph (`ApproximateVectors.attach`)."""
     try:
         index.ann = ApproximateVectors.attach(
@@ -250,6 +253,7 @@ def _attach_vectors(index: SimilarityIndex, connection: Connection, columns: _Co
             dim=index.dim,
             title_weight=TITLE_WEIGHT,
             config=ann,
+            files=files,
         )
     except LookupError as error:
         raise MixedRecipeError(f"{error} under {index.model_id}: run `goldenset curate --refingerprint`") from error

@@ -13,6 +13,7 @@ Every function works in the session it is given and never commits.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, update
@@ -55,22 +56,32 @@ def _item(session: Session, item_id: int) -> Item:
 
 
 def _record(
-    session: Session, item: Item, *, to: ItemStatus, duplicate_of: int | None, kind: OverrideKind, other_id: int, note: str, actor: str, decision: dict[str, Any]
+    session: Session,
+    item: Item,
+    *,
+    to: ItemStatus,
+    duplicate_of: int | None,
+    kind: OverrideKind,
+    other_id: int,
+    note: str,
+    actor: str,
+    decision: dict[str, Any],
+    now: datetime,
 ) -> None:
     """Move `item` to `to` naming `duplicate_of` (`schemas.lifecycle`; a ruling that leaves its status
-    as it is moves nothing) and record the ruling, the item's new decision and the audit event."""
+    as it is moves nothing) and record the ruling, the item's new decision and the audit event, all at `now`."""
     assert item.id is not None
     action = ItemAction.DUPLICATE_OF if kind is OverrideKind.DUPLICATE_OF else ItemAction.NOT_DUPLICATE
     facts = {"other_id": other_id, "note": note}
     if to.value != item.status or duplicate_of != item.duplicate_of:
-        event = move(item, action, to, actor=actor, details=facts)
+        event = move(item, action, to, actor=actor, details=facts, at=now)
     else:
-        event = unmoved(item, action, actor=actor, details=facts)
+        event = unmoved(item, action, actor=actor, details=facts, at=now)
     item.duplicate_of = duplicate_of
     session.add(item)
-    session.add(DedupOverride(item_id=item.id, other_id=other_id, kind=kind.value, note=note, actor=actor))
+    session.add(DedupOverride(item_id=item.id, other_id=other_id, kind=kind.value, note=note, actor=actor, at=now))
     details = {"rule": "override", **decision, "note": note, "actor": actor}
-    session.add(DedupDecision(item_id=item.id, status=item.status, stage=DedupStage.OVERRIDE.value, matched_item_id=item.duplicate_of, details=details))
+    session.add(DedupDecision(item_id=item.id, status=item.status, stage=DedupStage.OVERRIDE.value, matched_item_id=item.duplicate_of, details=details, decided_at=now))
     session.add(event)
     # A ruling on a pair settles the question curation asked about it (`curation.dedup.questions`).
     pair = (item.id, other_id)
@@ -81,7 +92,7 @@ def _record(
     )
 
 
-def _link(session: Session, item_id: int, other_id: int) -> None:
+def _link(session: Session, item_id: int, other_id: int, now: datetime) -> None:
     """A duplicate ruling links the pair near (`schemas.dedup.NearLink`), unless it already is:
     a release keeps them on one side of its split. A not-duplicate ruling removes no link."""
     stored = session.exec(
@@ -90,11 +101,11 @@ def _link(session: Session, item_id: int, other_id: int) -> None:
         )
     ).first()
     if stored is None:
-        session.add(NearLink(item_id=item_id, other_id=other_id, stage=DedupStage.OVERRIDE.value, score=None))
+        session.add(NearLink(item_id=item_id, other_id=other_id, stage=DedupStage.OVERRIDE.value, score=None, recorded_at=now))
 
 
-def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str) -> Item:
-    """Rule that a `duplicate` or `contaminated` item is not a duplicate of the item it names: it
+def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str, now: datetime) -> Item:
+    """Rule at `now` that a `duplicate` or `contaminated` item is not a duplicate of the item it names: it
     becomes `unique` (so it goes to review) and that pair is never matched again. Raises
     OverrideRefused: `note_required` (422), `not_found` (404), `not_a_duplicate` (409)."""
     note = _note(note, item_id)
@@ -102,12 +113,13 @@ def rule_not_duplicate(*, session: Session, item_id: int, note: str, actor: str)
     if item.status not in _DUPLICATES or item.duplicate_of is None:
         raise OverrideRefused("not_a_duplicate", f"item {item_id} is {item.status}, not a duplicate: only a duplicate or contaminated item can be ruled not a duplicate", 409)
     other = item.duplicate_of
-    _record(session, item, to=ItemStatus.UNIQUE, duplicate_of=None, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision={"ruled_apart_from": other})
+    apart = {"ruled_apart_from": other}
+    _record(session, item, to=ItemStatus.UNIQUE, duplicate_of=None, kind=OverrideKind.NOT_DUPLICATE, other_id=other, note=note, actor=actor, decision=apart, now=now)
     return item
 
 
-def rule_apart(*, session: Session, item_id: int, other_id: int, note: str, actor: str) -> Item:
-    """Rule that `item_id` and `other_id` are not one incident, whatever dedup decided: no curation
+def rule_apart(*, session: Session, item_id: int, other_id: int, note: str, actor: str, now: datetime) -> Item:
+    """Rule at `now` that `item_id` and `other_id` are not one incident, whatever dedup decided: no curation
     run matches the pair again. A duplicate of `other_id` becomes `unique` (`rule_not_duplicate`);
     any other decided item keeps its status and gets the ruling, a decision of stage `override`
     and an audit event (`item.not_duplicate`). Raises OverrideRefused: `same_item` and
@@ -117,17 +129,18 @@ def rule_apart(*, session: Session, item_id: int, other_id: int, note: str, acto
     note = _note(note, item_id)
     item, _other = _item(session, item_id), _item(session, other_id)
     if item.duplicate_of == other_id and item.status in _DUPLICATES:
-        return rule_not_duplicate(session=session, item_id=item_id, note=note, actor=actor)
+        return rule_not_duplicate(session=session, item_id=item_id, note=note, actor=actor, now=now)
     if item.status in (ItemStatus.CANDIDATE.value, ItemStatus.REFERENCE.value):
         reason, why = _UNDECIDABLE[item.status]
         raise OverrideRefused(reason, f"item {item_id} is {item.status}: {why}", 409)
     apart = {"ruled_apart_from": other_id}
-    _record(session, item, to=ItemStatus(item.status), duplicate_of=item.duplicate_of, kind=OverrideKind.NOT_DUPLICATE, other_id=other_id, note=note, actor=actor, decision=apart)
+    kept = ItemStatus(item.status)
+    _record(session, item, to=kept, duplicate_of=item.duplicate_of, kind=OverrideKind.NOT_DUPLICATE, other_id=other_id, note=note, actor=actor, decision=apart, now=now)
     return item
 
 
-def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: str, actor: str) -> Item:
-    """Rule by hand that an item dedup decided (`unique`, `duplicate` or `contaminated`) is a
+def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: str, actor: str, now: datetime) -> Item:
+    """Rule by hand, at `now`, that an item dedup decided (`unique`, `duplicate` or `contaminated`) is a
     duplicate of `other_id`, a decided item that is no duplicate itself: it becomes `duplicate`
     (`contaminated` when the other is a reference item) naming it, and stays so whenever it is
     curated again. Raises OverrideRefused: `same_item` (422), `note_required` (422), `not_found`
@@ -147,8 +160,9 @@ def rule_duplicate_of(*, session: Session, item_id: int, other_id: int, note: st
             "other_is_duplicate", f"item {other_id} is itself a duplicate of item {other.duplicate_of}: rule item {item_id} a duplicate of item {other.duplicate_of} instead", 409
         )
     status = ItemStatus.CONTAMINATED if other.status == ItemStatus.REFERENCE.value else ItemStatus.DUPLICATE
-    _link(session, item_id, other_id)
-    _record(session, item, to=status, duplicate_of=other_id, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision={"matched_item": other_id})
+    _link(session, item_id, other_id, now)
+    matched = {"matched_item": other_id}
+    _record(session, item, to=status, duplicate_of=other_id, kind=OverrideKind.DUPLICATE_OF, other_id=other_id, note=note, actor=actor, decision=matched, now=now)
     return item
 
 

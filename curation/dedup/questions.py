@@ -56,7 +56,6 @@ from curation.dedup.readability import Unreadable
 from curation.dedup.rule_evidence import Facts, display_title
 from curation.dedup.rules import DedupConfig, Verdict
 from curation.dedup.text_kind import TextKind
-from schemas.common import utcnow
 from schemas.dedup import DedupStage
 from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.item import Item, ItemStatus
@@ -252,9 +251,9 @@ class Questioner:
             found[other] = (round(p_same, 4), evidence)
         return found
 
-    def record(self, session: Session, item_id: int, asked: Asked | None, open_questions: Mapping[int, DedupQuestion]) -> None:
-        """Keep `item_id`'s one open question in step with its new decision: asked now, the open
-        question is updated (or a new one added); not asked, an open one is withdrawn."""
+    def record(self, session: Session, item_id: int, asked: Asked | None, open_questions: Mapping[int, DedupQuestion], *, now: datetime) -> None:
+        """Keep `item_id`'s one open question in step with its new decision: asked (at `now`), the
+        open question is updated (or a new one added); not asked, an open one is withdrawn."""
         question = open_questions.get(item_id)
         if asked is None:
             if question is not None:
@@ -262,10 +261,10 @@ class Questioner:
                 session.add(question)
             return
         if question is None:
-            question = DedupQuestion(item_id=item_id, other_id=asked.other, p_same=asked.p_same, rules_outcome=asked.rules_outcome, evidence=asked.evidence)
+            question = DedupQuestion(item_id=item_id, other_id=asked.other, p_same=asked.p_same, rules_outcome=asked.rules_outcome, evidence=asked.evidence, asked_at=now)
         else:
             question.other_id, question.p_same, question.rules_outcome, question.evidence = asked.other, asked.p_same, asked.rules_outcome, asked.evidence
-            question.asked_at = utcnow()
+            question.asked_at = now
         session.add(question)
 
 

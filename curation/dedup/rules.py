@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from curation.dedup.ann_file import AnnConfig
+from curation.dedup.ann_graph import AnnConfig
 from curation.dedup.embeddings import Vectors
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.near_links import NearLinkTo, near_links
@@ -76,7 +76,7 @@ class DedupConfig:
     similarity (`curation.dedup.lexical`) such a field needs instead (distinct titles of those
     kinds reach 0.54; an edit of a few characters keeps 0.75 or more).
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
-    searches a large pool approximately (`curation.dedup.ann.AnnConfig`).
+    searches a large pool approximately (`curation.dedup.ann_graph.AnnConfig`).
     `confirm_threshold`, `ask_threshold`: the judge's P below which a paraphrase merge, and from
     which a unique item's near pair, is asked of a curator (`curation.dedup.questions`; README
     "Three outcomes"; 0 and 1 switch either off). `ask_share`: the most of a source's items

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,6 @@ from curation.dedup.index import TITLE_WEIGHT, Neighbour, SimilarityIndex
 from curation.dedup.lexical import lexical_similarity
 from curation.dedup.rules import Verdict
 from ingest.normalisation import content_hash, dedup_text
-from schemas.common import utcnow
 from schemas.dedup import Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
 
@@ -129,9 +129,12 @@ def similar_to_stored(session: Session, engine: Callable[[], Deduplicator], item
     return rank_similar(session, index, text=text, body=body, title=title, sketch=sketch, k=k, before=item.occurred_at.timestamp(), exclude=[item.id], pool_size=pool_size)
 
 
-def check_text(session: Session, deduplicator: Deduplicator, *, title: str, input_text: str, reference: str, identity: str | None, k: int) -> tuple[Verdict, list[Similar]]:
-    """The verdict curation would give this text now, against every indexed item, and the `k`
-    items most like it. Encodes the text once (call it off the event loop); stores nothing."""
+def check_text(
+    session: Session, deduplicator: Deduplicator, *, title: str, input_text: str, reference: str, identity: str | None, k: int, now: datetime
+) -> tuple[Verdict, list[Similar]]:
+    """The verdict curation would give this text if it occurred at `now`, against every indexed
+    item, and the `k` items most like it. Encodes the text once (call it off the event loop);
+    stores nothing."""
     index = deduplicator.index
     assert index is not None
     body, title_vector = deduplicator.embed_one(title, input_text)
@@ -141,7 +144,7 @@ def check_text(session: Session, deduplicator: Deduplicator, *, title: str, inpu
     probe = Item(
         source_id=0,
         external_id=CHECK_EXTERNAL_ID,
-        occurred_at=utcnow(),
+        occurred_at=now,
         title=title,
         input=input_text,
         reference=reference,

@@ -7,8 +7,8 @@ rows, and two sketches share a bucket exactly when one of their bands holds the 
 `matching` answers as `MinHashLSH.query` does for the same sketches (a band's values are hashed
 to sort them; equal hashes are checked value by value, so a hash collision never adds an item).
 
-A table is built in memory from the database (a small pool), or kept in a file set per database,
-recipe and band layout beside the approximate index's graph files (`curation.dedup.ann_file`):
+A table is built in memory from the database (a small pool), or kept, per database, recipe and
+band layout, by the `IndexFiles` that keep the approximate index's graph (`curation.dedup.index_files`):
 written once, atomically, under the same lock, and memory-mapped by every process that opens it,
 so a restart opens instead of rebuilding, API replicas on one host share its pages, and pages
 nobody reads (the sketches of items no query comes near) are never loaded.
@@ -17,17 +17,14 @@ nobody reads (the sketches of items no query comes near) are never loaded.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import shutil
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from curation.dedup.index_files import IndexFiles
 
 TABLE_VERSION = 1
 # Every text key is at most 64 characters (schemas: content_hash, body_key, title_key).
@@ -178,35 +175,19 @@ class SketchTable:
         same: NDArray[np.bool_] = np.asarray(self.content[slots]) == wanted[0]
         return slots[same]
 
-    def save(self, folder: Path, stem: str) -> None:
-        """Write the table under `folder` as `stem` (a folder of arrays and a record naming it),
+    def save(self, files: IndexFiles, stem: str) -> None:
+        """Write the table through `files` as `stem` (its arrays and a record naming them),
         replacing any earlier one atomically: a process that has the earlier one open keeps reading it."""
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"{stem}.{uuid.uuid4().hex[:12]}.sketches"
-        partial = folder / f"{name}.partial"
-        partial.mkdir()
-        for column in _COLUMNS:
-            with (partial / f"{column}.npy").open("wb") as handle:
-                np.save(handle, np.ascontiguousarray(getattr(self, column)), allow_pickle=False)
-        os.replace(partial, folder / name)
-        record = folder / f"{stem}.sketches.json.partial"
-        record.write_text(json.dumps({**self.info, "folder": name}))
-        os.replace(record, folder / f"{stem}.sketches.json")
-        for earlier in folder.glob(f"{stem}.*.sketches"):
-            if earlier.name != name:
-                shutil.rmtree(earlier, ignore_errors=True)
+        files.save_table(stem, {column: getattr(self, column) for column in _COLUMNS}, self.info)
 
     @classmethod
-    def open(cls, folder: Path, stem: str, expected: dict[str, Any]) -> SketchTable | None:
+    def open(cls, files: IndexFiles, stem: str, expected: dict[str, Any]) -> SketchTable | None:
         """The table saved as `stem`, its arrays memory-mapped, when its record matches `expected`
         (version, database, recipe, bands); None when missing, of another kind or unreadable."""
-        try:
-            info = json.loads((folder / f"{stem}.sketches.json").read_text())
-            arrays = {column: np.load(folder / str(info["folder"]) / f"{column}.npy", mmap_mode="r", allow_pickle=False) for column in _COLUMNS}
-        except (OSError, ValueError, KeyError, TypeError):
+        stored = files.open_table(stem, _COLUMNS, expected)
+        if stored is None:
             return None
-        if any(info.get(name) != value for name, value in expected.items()):
-            return None
+        arrays, info = stored
         count = int(info.get("count", -1))
         ranges = [(int(start), int(end)) for start, end in info["ranges"]]
         shapes_fit = (

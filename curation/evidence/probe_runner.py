@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
+from curation.clock import EpochClock
 from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
 from schemas.evidence import ProbeCompletion, ProbeEndpoint, ProbePrompt
 
@@ -63,11 +64,12 @@ def _excerpt(response: httpx.Response) -> str:
     return text[:_EXCERPT] + ("…" if len(text) > _EXCERPT else "")
 
 
-def _parse(response: httpx.Response, item_id: str) -> tuple[str, str | None]:
-    """(content, finish_reason) of a 2xx answer; raises `Retryable` or `_Failed` otherwise."""
+def _parse(response: httpx.Response, item_id: str, clock: EpochClock) -> tuple[str, str | None]:
+    """(content, finish_reason) of a 2xx answer; raises `Retryable` or `_Failed` otherwise (a
+    rate-limit reset is read against `clock`)."""
     status = response.status_code
     if status == 429 or status >= 500:
-        raise Retryable(f"the endpoint answered {status}", wait_hint=retry_after_seconds(response, time.time()))
+        raise Retryable(f"the endpoint answered {status}", wait_hint=retry_after_seconds(response, clock()))
     if not 200 <= status < 300:
         raise _Failed(f"the endpoint answered {status}: {_excerpt(response)}")
     try:
@@ -101,10 +103,13 @@ def complete_sync(
     prompts: Sequence[ProbePrompt],
     endpoint: ProbeEndpoint,
     *,
+    clock: EpochClock,
     sleep: Callable[[float], None] = time.sleep,
     progress: Progress | None = None,
 ) -> list[ProbeCompletion]:
-    """Send every prompt from a pool of `endpoint.concurrency` threads; completions in prompt order."""
+    """Send every prompt from a pool of `endpoint.concurrency` threads; completions in prompt order.
+    `clock` (seconds since the epoch, e.g. `time.time`) is what an endpoint's rate-limit reset
+    time is read against."""
     url = f"{endpoint.base_url}/chat/completions"
     headers = _headers(endpoint)
     done = 0
@@ -120,7 +125,7 @@ def complete_sync(
                 response = client.post(url, json=request_body(prompt, endpoint), headers=headers, timeout=endpoint.timeout_seconds)
             except httpx.TransportError as exc:
                 raise _transport_error(exc) from exc
-            return _parse(response, prompt.item_id)
+            return _parse(response, prompt.item_id, clock)
 
         retrying = Retrying(stop=stop_after_attempt(endpoint.max_attempts), wait=WAIT, retry=retry_if_exception_type(Retryable), sleep=sleep, reraise=True)
         try:

@@ -25,7 +25,6 @@ from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from schemas.audit import AuditAction, AuditEvent
-from schemas.common import utcnow
 from schemas.evals import Eval, EvalItem
 from schemas.release import Release
 
@@ -38,8 +37,8 @@ class WithdrawRefused(Refused):
         super().__init__(reason, detail, 409)
 
 
-def withdraw_release(session: Session, *, evaluation: Eval, release: Release, actor: str, reason: str, now: datetime | None = None) -> Release:
-    """Mark `release` withdrawn by `actor` for `reason`, undo its membership changes (see the
+def withdraw_release(session: Session, *, evaluation: Eval, release: Release, actor: str, reason: str, now: datetime) -> Release:
+    """Mark `release` withdrawn by `actor` for `reason` at `now`, undo its membership changes (see the
     module) and audit `release.withdrawn`, in `session`, flushed and not committed. The caller
     serialises this with refreshes of the eval. Raises WithdrawRefused."""
     assert evaluation.id is not None and release.eval_id == evaluation.id
@@ -53,7 +52,6 @@ def withdraw_release(session: Session, *, evaluation: Eval, release: Release, ac
     ).all()
     if newer:
         raise WithdrawRefused("newer_in_force", f"{name} is not the newest release in force: withdraw release {', then '.join(str(number) for number in newer)} first")
-    now = now or utcnow()
     restored = 0
     for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id, EvalItem.retired_release == release.number)).all():
         membership.retired_release = None
@@ -67,6 +65,6 @@ def withdraw_release(session: Session, *, evaluation: Eval, release: Release, ac
     release.withdrawn_reason = reason
     session.add(release)
     details = {"release": release.number, "period_start": release.period_start.isoformat(), "reason": reason, "members_restored": restored, "members_pending": pending}
-    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_WITHDRAWN, object_type="release", object_id=f"{evaluation.name}/{release.number}", details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_WITHDRAWN, object_type="release", object_id=f"{evaluation.name}/{release.number}", details=details, at=now))
     session.flush()
     return release

@@ -29,7 +29,6 @@ from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPlan, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
 from schemas.audit import AuditAction, AuditEvent
-from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, QuestionState
 from schemas.evals import ApprovalPolicy, Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
@@ -142,10 +141,10 @@ def write_release(
     period: Period,
     seal_key_of: SealKeyOf,
     actor: str,
-    now: datetime | None = None,
+    now: datetime,
     audit_details: Mapping[str, object] | None = None,
 ) -> Release:
-    """Write the release of `period` (numbered after every number the eval used, withdrawn
+    """Write the release of `period`, made at `now` (numbered after every number the eval used, withdrawn
     releases included) in `session`, flushed and not committed, and return it. The caller checks
     first that the period has no release yet (`release_of_period`), that every seal key is
     readable (an unreadable one seals every newcomer of its sources), and serialises refreshes,
@@ -167,10 +166,9 @@ def write_release(
     pool = gather_pool(session, evaluation=evaluation, policy=policy)
     plan = plan_rotation(policy, [_candidate(pool.current[item_id]) for item_id in sorted(pool.current)], [_candidate(pool.fresh[item_id]) for item_id in sorted(pool.fresh)])
     held = decide_contents(session, evaluation=evaluation, pool=pool, plan=plan, seal_key_of=seal_key_of)
-    now = now or utcnow()
     release = _add_release(session, evaluation=evaluation, period=period, number=number, now=now, plan=plan, held=held)
     _record_memberships(session, evaluation=evaluation, number=number, now=now, plan=plan, pool=pool, held=held)
-    _audit_release(session, evaluation=evaluation, release=release, period=period, plan=plan, held=held, actor=actor, audit_details=audit_details)
+    _audit_release(session, evaluation=evaluation, release=release, period=period, plan=plan, held=held, actor=actor, now=now, audit_details=audit_details)
     session.flush()
     return release
 
@@ -266,7 +264,16 @@ def _record_memberships(session: Session, *, evaluation: Eval, number: int, now:
 
 
 def _audit_release(
-    session: Session, *, evaluation: Eval, release: Release, period: Period, plan: RotationPlan, held: Contents, actor: str, audit_details: Mapping[str, object] | None
+    session: Session,
+    *,
+    evaluation: Eval,
+    release: Release,
+    period: Period,
+    plan: RotationPlan,
+    held: Contents,
+    actor: str,
+    now: datetime,
+    audit_details: Mapping[str, object] | None,
 ) -> None:
     """The `release.create` audit event: the release, its period and counts, and `audit_details`."""
     details = {
@@ -278,7 +285,7 @@ def _audit_release(
         "cross_split_pairs": len(release.cross_split_pairs or []),
     }
     details.update(audit_details or {})
-    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(held.frozen), details=details))
+    session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(held.frozen), details=details, at=now))
 
 
 def admissible(evaluation: Eval, policy: RotationPolicy, *, excluding: SelectOfScalar[int]) -> list[ColumnElement[bool]]:

@@ -18,7 +18,6 @@ from sqlmodel import Session, col, select
 
 from curation.runs.gate import exposes
 from schemas.audit import AuditAction, AuditEvent
-from schemas.common import utcnow
 from schemas.evals import Eval, Split
 from schemas.item import Item
 from schemas.model_registry import Endpoint, Model
@@ -41,13 +40,12 @@ def record_run(
     token_id: int | None = None,
     occurred_after: datetime | None = None,
     idempotency_key: str | None = None,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Run:
-    """Write a run of `model` through `endpoint` on `items` of the release's `split`, in the order
-    given, with its ledger rows, audit event and exposure marks; flushed, not committed.
+    """Write a run of `model` through `endpoint` on `items` of the release's `split` at `now`, in
+    the order given, with its ledger rows, audit event and exposure marks; flushed, not committed.
     `token_id`: the token starting it (None: the command line), whose run it is."""
     assert evaluation.id is not None and release.id is not None and model.id is not None and endpoint.id is not None
-    now = now or utcnow()
     exposing = exposes(endpoint.trains_on_inputs)
     run = Run(
         eval_id=evaluation.id,
@@ -85,14 +83,16 @@ def record_run(
     ids = [row.item_id for row in items]
     details = {"run_id": run.id, "release": release.number, "split": split.value, "endpoint": endpoint.name, "model": model.name, "trains_on_inputs": endpoint.trains_on_inputs}
     action = AuditAction.RUN_SEALED_START if split is Split.SEALED else AuditAction.RUN_START
-    session.add(AuditEvent(actor=actor, action=action, object_type="run", object_id=str(run.id), count=len(ids), details={**details, "item_ids": ids}))
+    session.add(AuditEvent(actor=actor, action=action, object_type="run", object_id=str(run.id), count=len(ids), details={**details, "item_ids": ids}, at=now))
     if exposing and ids:
         reason = f"sent to endpoint {endpoint.name} (trains on inputs: {endpoint.trains_on_inputs}) by run {run.id}"
         newly = list(session.exec(select(Item.id).where(col(Item.id).in_(ids), col(Item.exposed_at).is_(None))).all())
         if newly:
             session.exec(update(Item).where(col(Item.id).in_(newly)).values(exposed_at=now, exposed_reason=reason[:EXPOSED_REASON_LIMIT]))
             session.add(
-                AuditEvent(actor=actor, action=AuditAction.ITEM_EXPOSED, object_type="run", object_id=str(run.id), count=len(newly), details={**details, "item_ids": sorted(newly)})
+                AuditEvent(
+                    actor=actor, action=AuditAction.ITEM_EXPOSED, object_type="run", object_id=str(run.id), count=len(newly), details={**details, "item_ids": sorted(newly)}, at=now
+                )
             )
     session.flush()
     return run

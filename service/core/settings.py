@@ -9,7 +9,6 @@ import logging
 import re
 import threading
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -65,7 +64,7 @@ class Settings(BaseSettings):
     embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "http"] = Field(
         default="auto",
         description="Where texts are embedded: `torch` (the model in-process, PyTorch), `onnx` / `onnx-int8` (ONNX Runtime) or `openvino` / `openvino-int8` (OpenVINO), "
-        "exported once from the local model (`curation.dedup.backends`), or `http` (an OpenAI-compatible embeddings server, GOLDENSET_EMBEDDING_URL). "
+        "exported once from the local model (`embedding.backends`), or `http` (an OpenAI-compatible embeddings server, GOLDENSET_EMBEDDING_URL). "
         "`auto`: the backend the database's pool was embedded with, else the faster of `openvino` and `openvino-int8` on this machine (measured once). "
         "Each is its own embedding model: after a change, `goldenset curate --refingerprint`.",
     )
@@ -216,7 +215,7 @@ class Settings(BaseSettings):
             fresh_title_threshold=self.dedup_fresh_title_threshold or defaults.fresh_title_threshold,
             confirm_threshold=defaults.confirm_threshold if self.dedup_confirm_threshold is None else self.dedup_confirm_threshold,
             ask_threshold=defaults.ask_threshold if self.dedup_ask_threshold is None else self.dedup_ask_threshold,
-            ann=dataclasses.replace(defaults.ann, min_items=self.ann_min_items, folder=Path(self.ann_folder)),
+            ann=dataclasses.replace(defaults.ann, min_items=self.ann_min_items),
         )
 
 

@@ -24,8 +24,8 @@ def curate_after_ingest() -> None:
     server or an embedding endpoint the gate refuses are reported, not fatal: the ingest is done.
     The gate is asked first (`endpoint_refusal`), so its refusal is reported before any work; one
     that comes later (the endpoint changed meanwhile) ends the command as every refusal does."""
-    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from embedding.http_encoder import EmbeddingServiceError
     from service.dedup.http_backend import endpoint_refusal
     from service.dedup.runner import CurationBusy
 
@@ -184,8 +184,8 @@ def curate(
     2 when the stored fingerprints were made with another recipe or model (rerun with --refingerprint),
     4 when the `http` embedding backend's endpoint fails the gate (refused: the message names the
     condition), 5 when the embedding server failed or answered something unusable."""
-    from curation.dedup.http_encoder import EmbeddingServiceError
     from curation.dedup.index import MixedRecipeError
+    from embedding.http_encoder import EmbeddingServiceError
     from service.dedup.runner import CurationBusy
 
     try:

@@ -19,7 +19,7 @@ from sqlmodel import Session
 
 from curation.dedup.answers import answer_question
 from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupStats
 from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
@@ -87,7 +87,7 @@ def not_duplicate(item: ItemArgument, note: NoteOption) -> None:
     becomes unique (and waits for review), and no curation run matches the pair again.
 
     Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage or an unknown item."""
-    _rule(partial(rule_not_duplicate, item_id=item, note=note, actor=CLI_ACTOR))
+    _rule(partial(rule_not_duplicate, item_id=item, note=note, actor=CLI_ACTOR, now=utcnow()))
     out.print(f"item {item} is unique now: ruled not a duplicate, and never matched with that item again", highlight=False)
 
 
@@ -98,7 +98,7 @@ def duplicate_of(item: ItemArgument, other: Annotated[int, typer.Argument(min=1,
     so whenever it is curated again.
 
     Exit status: 0 when ruled, 3 when refused (the reason is printed), 2 on bad usage or an unknown item."""
-    ruled = _rule(partial(rule_duplicate_of, item_id=item, other_id=other, note=note, actor=CLI_ACTOR))
+    ruled = _rule(partial(rule_duplicate_of, item_id=item, other_id=other, note=note, actor=CLI_ACTOR, now=utcnow()))
     out.print(f"item {item} is {ruled.status} of item {other} now, by this ruling, on every curation run", highlight=False)
 
 
@@ -172,7 +172,7 @@ def answer(
             item_id, other_id = read.item.id, read.other.id
         else:
             with write_transaction(open_engine()) as session:
-                answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None)
+                answered = answer_question(session=session, question_id=question, ruling=ruling, note=note, actor=CLI_ACTOR, token_id=None, now=utcnow())
                 item_id, other_id = answered.item_id, answered.other_id
     verdict = "the same incident: the later one is a duplicate of the earlier now" if ruling is QuestionRuling.SAME else "distinct incidents: never matched again"
     out.print(f"question {question} answered: items {item_id} and {other_id} are {verdict}", highlight=False)

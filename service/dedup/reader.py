@@ -14,6 +14,8 @@ from sqlmodel import Session
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.embeddings import Encoder
 from curation.dedup.state import IndexState, index_state
+from embedding.index_files import IndexFolder
+from schemas.common import utcnow
 from service.core.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ class DedupReader:
             current = self._current
             if current is not None and current[1] == state:
                 return current[0]
-            deduplicator = Deduplicator(encoder=self.encoder(), config=self.settings.dedup_config())
+            deduplicator = Deduplicator(encoder=self.encoder(), clock=utcnow, config=self.settings.dedup_config(), files=IndexFolder(self.settings.ann_folder))
             deduplicator.load(session)
             self._current = (deduplicator, state)
             return deduplicator

@@ -27,12 +27,13 @@ from sqlmodel import Session
 
 from curation.dedup.answers import answer_question, asked_pair
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.http_encoder import EmbeddingServiceError
 from curation.dedup.index import MixedRecipeError
 from curation.dedup.overrides import rule_duplicate_of, rule_not_duplicate
 from curation.dedup.similarity import NotIndexed, check_text, similar_to_stored
 from curation.dedup.stats import LOW_MARGIN
+from embedding.http_encoder import EmbeddingServiceError
 from schemas.audit import AuditAction
+from schemas.common import utcnow
 from schemas.dedup import DedupCheck, DedupCheckResult, DedupStats, DuplicateOfBody, LowMarginDuplicate, NotDuplicateBody, SimilarRead
 from schemas.dedup_questions import DedupQuestionPage, DedupQuestionRead, QuestionAnswer, QuestionState
 from schemas.item import Item, ItemRead
@@ -111,7 +112,7 @@ def _check(engine: Engine, reader: DedupReader, data: DedupCheck, k: int, secret
         deduplicator = _deduplicator(reader, session)
         admit_encoder(session, reader.settings, deduplicator.encoder)  # a refusal is answered by `install_problem_handlers`
         try:
-            verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k)
+            verdict, ranked = check_text(session, deduplicator, title=data.title, input_text=data.input, reference=data.reference, identity=data.identity, k=k, now=utcnow())
         except EmbeddingServiceError as exc:
             raise ProblemError(503, "Service Unavailable", f"{exc}; nothing was checked") from exc
         details = dict(verdict.details)
@@ -214,7 +215,7 @@ def not_duplicate(item_id: IdPath, data: NotDuplicateBody, request: Request, pri
     note saying why: it becomes `unique` (and waits for review), and no curation run matches the
     pair again. Audited (`item.not_duplicate`). Refused: `note_required` (422, a blank note),
     `not_found` (404), `not_a_duplicate` (409)."""
-    rule = partial(rule_not_duplicate, session=session, item_id=item_id, note=data.note, actor=principal.actor)
+    rule = partial(rule_not_duplicate, session=session, item_id=item_id, note=data.note, actor=principal.actor, now=utcnow())
     return _ruled(request, principal, session, secret_key, (item_id,), rule)
 
 
@@ -226,7 +227,7 @@ def duplicate_of(item_id: IdPath, data: DuplicateOfBody, request: Request, princ
     `note_required` (422), `not_found` (404, either item), `not_curated`, `reviewed`, `retired`,
     `reference_item`, `other_not_curated` and `other_is_duplicate` (409; the last names the item
     to point at instead)."""
-    rule = partial(rule_duplicate_of, session=session, item_id=item_id, other_id=data.item_id, note=data.note, actor=principal.actor)
+    rule = partial(rule_duplicate_of, session=session, item_id=item_id, other_id=data.item_id, note=data.note, actor=principal.actor, now=utcnow())
     return _ruled(request, principal, session, secret_key, (item_id, data.item_id), rule)
 
 
@@ -293,7 +294,7 @@ def answer(question_id: IdPath, data: QuestionAnswer, request: Request, principa
     `override`, audited) that every later curation run keeps. Refused: `not_found` (404),
     `already_answered` and `withdrawn` (409), and a ruling's own refusals (409, e.g. `reviewed`)."""
     revealed = revealed_to(session=session, principal=principal)
-    rule = partial(answer_question, session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id)
+    rule = partial(answer_question, session=session, question_id=question_id, ruling=data.ruling, note=data.note, actor=principal.actor, token_id=principal.token_id, now=utcnow())
     guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key, revealed=revealed, rule=rule)
     read, shown = one_question(session=session, question_id=question_id, secret_key=secret_key, revealed=revealed)
     if read is None:

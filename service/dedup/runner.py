@@ -13,7 +13,8 @@ the index, as does a run that raised. The API's `DedupReader` (`service.dedup.re
 own, read-only, index under the same rule.
 
 Backend switches: before a run rebuilds its index, and before a re-fingerprint, fingerprints made
-by another backend of the same model are checked for equivalence (`curation.dedup.equivalence`)
+by another backend of the same model (`embedding.backends.same_model`) are checked for equivalence
+(`curation.dedup.equivalence`)
 and their vectors adopted when they pass; a pair that failed is not checked again by this process.
 """
 
@@ -31,13 +32,16 @@ from sqlmodel import Session
 
 from curation.dedup.deduplicator import CurationSummary, Deduplicator
 from curation.dedup.embeddings import EmbeddingCache, Encoder
-from curation.dedup.equivalence import EQUIVALENT_COSINE, EquivalenceCheck, adopt_vectors, backend_of, check_equivalence, other_model_ids, same_model
+from curation.dedup.equivalence import EQUIVALENT_COSINE, EquivalenceCheck, adopt_vectors, check_equivalence, other_model_ids
 from curation.dedup.fingerprints import MinHashRecipe
 from curation.dedup.index import MixedRecipeError
 from curation.dedup.redecide import RedecideSummary, changes, reopen
 from curation.dedup.refingerprint import RefingerprintSummary, refingerprint, stale_count
 from curation.dedup.rules import DedupConfig
 from curation.dedup.state import IndexState, index_state, pending_count
+from embedding.backends import backend_of, same_model
+from embedding.index_files import IndexFolder
+from schemas.common import utcnow
 from service.core.db import write_transaction
 from service.core.locks import LockBusy, exclusive
 from service.core.settings import Settings
@@ -55,11 +59,11 @@ class CurationBusy(RuntimeError):
 
 @dataclass
 class _Runner:
-    """One engine's curation state in this process: a Deduplicator per (encoder, config), and the
-    equivalence checks that failed, by (stored model id, current model id)."""
+    """One engine's curation state in this process: a Deduplicator per (encoder, config, index
+    folder), and the equivalence checks that failed, by (stored model id, current model id)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    deduplicators: dict[tuple[int, DedupConfig], tuple[Encoder, Deduplicator, IndexState | None]] = field(default_factory=dict)
+    deduplicators: dict[tuple[int, DedupConfig, str], tuple[Encoder, Deduplicator, IndexState | None]] = field(default_factory=dict)
     refused: dict[tuple[str, str], EquivalenceCheck] = field(default_factory=dict)
 
 
@@ -100,7 +104,7 @@ def run_curation(
     to decide. Raises `curation.dedup.index.MixedRecipeError` when stored fingerprints were made with
     another recipe or model, `service.dedup.http_backend.EmbeddingEndpointRefused` (before any text
     is sent) when the `http` backend's endpoint fails the gate, and
-    `curation.dedup.http_encoder.EmbeddingServiceError` when its server fails (batches already
+    `embedding.http_encoder.EmbeddingServiceError` when its server fails (batches already
     decided stay decided).
     """
     runner = _runner(engine)
@@ -141,9 +145,9 @@ def _run_locked(
             return CurationSummary()
         encoder = encoder if encoder is not None else get_encoder(settings, engine)
         admit_encoder(reader, settings, encoder)  # before any text leaves the process
-        key = (id(encoder), config)
+        key = (id(encoder), config, settings.ann_folder)
         entry = runner.deduplicators.get(key)
-        deduplicator = entry[1] if entry is not None else Deduplicator(encoder=encoder, config=config)
+        deduplicator = entry[1] if entry is not None else Deduplicator(encoder=encoder, clock=utcnow, config=config, files=IndexFolder(settings.ann_folder))
         if deduplicator.index is not None and (entry is None or entry[2] != index_state(reader)):
             logger.info("the dedup index is stale (another writer, or a re-ingested item): rebuilding it")
             deduplicator.index = None
@@ -212,7 +216,7 @@ def run_refingerprint(
             for check in _adopt_equivalent_vectors(engine, runner, encoder, recipe).adopted:
                 if on_adopt is not None:
                     on_adopt(check)
-            summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=recipe, embeddings=EmbeddingCache(encoder), on_batch=on_batch)
+            summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=recipe, embeddings=EmbeddingCache(encoder, clock=utcnow), on_batch=on_batch)
     except LockBusy as exc:
         raise CurationBusy("another process is curating this database; re-fingerprint when it is done") from exc
     finally:
@@ -250,7 +254,7 @@ def _adopt_equivalent_vectors(engine: Engine, runner: _Runner, encoder: Encoder,
             )
             continue
         with write_transaction(engine) as writer:
-            adopt_vectors(writer, check)
+            adopt_vectors(writer, check, now=utcnow())
         switch.adopted.append(check)
         logger.info(
             "adopted the vectors stored under %s as %s's: min cosine %.5f (mean %.5f) over %s stored texts",

@@ -122,7 +122,7 @@ def withdraw(engine: Engine, *, name: str, number: int, actor: str, reason: str,
             release = session.exec(select(Release).where(Release.eval_id == evaluation.id, Release.number == number)).first()
             if release is None:
                 raise ProblemError(404, "Not Found", f"eval {name!r} has no release {number}")
-            withdraw_release(session, evaluation=evaluation, release=release, actor=actor, reason=reason)
+            withdraw_release(session, evaluation=evaluation, release=release, actor=actor, reason=reason, now=utcnow())
         logger.info("eval %s: release %s withdrawn by %s", name, number, actor)
         return release
 
@@ -201,7 +201,7 @@ def _refresh_in(session: Session, *, name: str, at: datetime, secret_key: str, a
                 raise RefreshError(f"the seal key of eval {other.name!r} cannot be read ({exc}); it decides which shared items are sealed") from exc
     try:
         extra = {"allow_future": True} if period.start > current.start else None
-        release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor, audit_details=extra)
+        release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor, now=utcnow(), audit_details=extra)
     except PeriodOutOfOrder as exc:
         raise RefreshError(str(exc)) from exc
     return RefreshOutcome(release, True, name)

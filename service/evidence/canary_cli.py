@@ -7,6 +7,7 @@ Exit status: 0 when nothing was found, 1 when something was, 2 on a usage error.
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -127,7 +128,7 @@ def scan(
         out.print(f"watching {len(index.guids)} canary(ies) and {index.watched_fields} text field(s) of released items", highlight=False)
     with progress_bar(unit="bytes", transient=False, disable=as_json) as progress:
         task = progress.add_task("scanning", total=total)
-        report = Scanner(index).scan_paths(paths, progress=lambda count: progress.advance(task, count))
+        report = Scanner(index, timer=time.perf_counter).scan_paths(paths, progress=lambda count: progress.advance(task, count))
     if as_json:
         document = {
             "files": report.files,

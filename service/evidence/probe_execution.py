@@ -83,7 +83,7 @@ def execute_probe(
 
     try:
         with httpx.Client(transport=_StoppableTransport(transport or httpx.HTTPTransport(), stop)) as client:
-            completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, progress=on_progress)
+            completions = complete_sync(client, prepared.plan.prompts, prepared.endpoint, clock=time.time, progress=on_progress)
         report = probe_report(prepared.plan, completions, cutoff=prepared.cutoff, model=prepared.model, alpha=prepared.data.alpha, primary_metric=prepared.data.primary_metric)
     except Exception as exc:  # a background job records every failure rather than losing it
         if isinstance(exc, ProbeStopped):

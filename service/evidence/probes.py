@@ -242,7 +242,7 @@ def _ledger(session: Session, target: ProbeTarget, plan: ProbePlan, *, model: Mo
     if target.evaluation is None or target.release is None:
         return Ledgered(None, [item.id for item in target.corpus_rows if item.external_id in sent and item.id is not None])
     chosen = [row for row in target.release_rows if str(row.item_id) in sent]
-    run = record_run(session, evaluation=target.evaluation, release=target.release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor)
+    run = record_run(session, evaluation=target.evaluation, release=target.release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor, now=utcnow())
     return Ledgered(run.id, [row.item_id for row in chosen])
 
 

@@ -16,7 +16,7 @@ from sqlmodel import Session
 from curation.dedup.stats import LOW_MARGIN
 from curation.refusals import Refused
 from curation.review import review_batch, undo_review
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.evals import Eval
 from schemas.review import Decision, ReviewDecision, ReviewUndone
 from service.core.attempts import attempt
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def decide_ids(engine: Engine, decisions: Sequence[ReviewDecision]) -> bool:
     """Apply decisions by id; print what was done and each refusal. False when any was refused."""
     with write_transaction(engine) as session:
-        outcome = review_batch(session=session, decisions=decisions, actor=CLI_ACTOR)
+        outcome = review_batch(session=session, decisions=decisions, actor=CLI_ACTOR, now=utcnow())
     if outcome.approved:
         out.print(f"approved: {', '.join(str(item_id) for item_id in outcome.approved)}")
     if outcome.rejected:
@@ -60,7 +60,7 @@ def undo_ids(engine: Engine, item_ids: Sequence[int]) -> bool:
 
 
 def _undo(session: Session, *, item_id: int) -> ReviewUndone:
-    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR, now=utcnow())
 
 
 def _eval(engine: Engine, name: str) -> Eval:

@@ -21,7 +21,7 @@ from sqlmodel import Session
 
 from curation.editing import edit_item, item_revisions
 from schemas.audit import AuditAction
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupCandidate
 from schemas.item import FieldChange, ItemDetail, ItemEdit, ItemRevisions, ItemStatus
 from service.core.audit import record_read
@@ -75,7 +75,9 @@ def edit(
     with write_transaction(open_engine()) as session:
         if _is_sealed(session, item) and not sealed:
             raise fail(f"item {item} is in (or bound for) an eval's sealed slice: pass --sealed to edit it")
-        edited = edit_item(session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR)
+        edited = edit_item(
+            session=session, item_id=item, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=CLI_ACTOR, now=utcnow()
+        )
         revision, status = edited.revision, edited.status
     out.print(f"item {item} is at revision {revision} now, written by you ({CLI_ACTOR})", highlight=False)
     if status == ItemStatus.CANDIDATE.value:

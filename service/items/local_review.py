@@ -20,6 +20,7 @@ from curation.dedup.overrides import rule_not_duplicate
 from curation.dedup.similarity import nearest_neighbours
 from curation.refusals import Refused
 from curation.review import decide, undo_review
+from schemas.common import utcnow
 from schemas.dedup import LowMarginDuplicate
 from schemas.evals import Eval
 from schemas.item import Item
@@ -84,15 +85,15 @@ class LocalDesk:
 
 
 def _decide(session: Session, *, item_id: int, decision: Decision, reason: str) -> None:
-    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR)
+    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=CLI_ACTOR, now=utcnow())
 
 
 def _undo(session: Session, *, item_id: int) -> ReviewUndone:
-    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR)
+    return undo_review(session=session, item_id=item_id, actor=CLI_ACTOR, now=utcnow())
 
 
 def _rule_not_duplicate(session: Session, *, item_id: int, note: str) -> None:
-    rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR)
+    rule_not_duplicate(session=session, item_id=item_id, note=note, actor=CLI_ACTOR, now=utcnow())
 
 
 def _opened(engine: Engine, evaluation: Eval) -> SealedReviewWindow | SealedReviewBudgetSpent:

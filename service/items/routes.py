@@ -18,7 +18,7 @@ from sqlmodel import Session
 from curation.editing import edit_item, item_revisions
 from curation.review import decide, review_batch, undo_review
 from schemas.audit import AuditAction
-from schemas.common import Instant
+from schemas.common import Instant, utcnow
 from schemas.item import ItemDetail, ItemEdit, ItemPage, ItemRead, ItemRevisions, ItemStatus
 from schemas.review import ApproveBody, Decision, RejectBody, ReviewBatch, ReviewOutcome, ReviewUndone
 from schemas.token import Scope
@@ -67,7 +67,7 @@ def list_items(
 def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewOutcome:
     """Approve or reject many items at once; each refused decision is reported by position and
     reason (`not_found`, `not_reviewable`, `reason_required`) and the others are kept."""
-    return review_batch(session=session, decisions=data.decisions, actor=principal.actor)
+    return review_batch(session=session, decisions=data.decisions, actor=principal.actor, now=utcnow())
 
 
 @router.api_route("/review", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
@@ -108,7 +108,9 @@ def edit(item_id: IdPath, data: ItemEdit, principal: CuratePrincipal, request: R
     `bad_character` and `no_change` (422), `not_found` (404), `reference_item` and `retired` (409)."""
     if item_id in withheld(session=session, item_ids=[item_id], secret_key=secret_key) and Scope.SEALED.value not in principal.scopes:
         raise ProblemError(403, "Forbidden", f"item {item_id} is in (or bound for) an eval's sealed slice: editing it needs the 'sealed' scope as well as 'curate'")
-    item = edit_item(session=session, item_id=item_id, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=principal.actor)
+    item = edit_item(
+        session=session, item_id=item_id, title=data.title, input=data.input, reference=data.reference, tags=data.tags, note=data.note, actor=principal.actor, now=utcnow()
+    )
     if item.status == ItemStatus.CANDIDATE.value:
         after_commit(request, request.app.state.curation_trigger.request)
     detail = _detail(session, item_id, secret_key)
@@ -136,7 +138,7 @@ def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, sessi
 def _decide(request: Request, principal: Principal, session: Session, secret_key: str, item_id: int, decision: Decision, reason: str) -> ItemRead:
     """Apply a review decision and answer the item as it is now, shaped for the reader: an item in
     (or bound for) a sealed slice comes without its content, as `GET` shows it."""
-    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=principal.actor)
+    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=principal.actor, now=utcnow())
     return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 
@@ -161,4 +163,4 @@ def undo(item_id: IdPath, principal: CuratePrincipal, session: WriteSessionDep) 
     undone. Refused: `not_found` (404); `not_reviewed` (409: no decision in force, or undone
     already), `released` (409: a release has taken the decision into account since, and keeps it),
     `not_yours` (409: someone else took it)."""
-    return undo_review(session=session, item_id=item_id, actor=principal.actor)
+    return undo_review(session=session, item_id=item_id, actor=principal.actor, now=utcnow())

@@ -212,7 +212,7 @@ def _record(engine: Engine, request: _RunRequest, chosen: _Chosen) -> RunStarted
             run = record_run(
                 session, evaluation=chosen.evaluation, release=chosen.release, model=chosen.model, endpoint=chosen.endpoint, split=request.split,
                 items=chosen.rows, actor=request.actor, token_id=request.token_id, occurred_after=request.data.occurred_after,
-                idempotency_key=request.idempotency_key,
+                idempotency_key=request.idempotency_key, now=utcnow(),
             )  # fmt: skip
             return _started(session, run, chosen.endpoint)
     except IntegrityError:

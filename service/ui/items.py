@@ -28,7 +28,7 @@ from curation.editing import edit_item, item_revisions
 from curation.review import decide
 from curation.runs.exposure import item_exposures
 from schemas.audit import AuditAction
-from schemas.common import MAX_ROW_ID
+from schemas.common import MAX_ROW_ID, utcnow
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval, EvalItem
 from schemas.item import MAX_NOTE, MAX_TAG_LENGTH, MAX_TAGS, FieldChange, Item, ItemStatus, RevisionKind, RevisionRead
@@ -254,14 +254,14 @@ def review(request: Request, item_id: int, session: WriteSessionDep, decision: S
     if decision not in {Decision.APPROVE.value, Decision.REJECT.value}:
         raise UiRefused(422, "Unknown decision", "Press Approve or Reject.")
     chosen = Decision(decision)
-    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor)
+    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor, now=utcnow())
     return _acted(request, session, item_id, act, f"Item {item_id} {'approved' if chosen is Decision.APPROVE else 'rejected'}", {"reason": reason})
 
 
 @router.post("/ui/items/{item_id}/not-duplicate")
 def not_duplicate(request: Request, item_id: int, session: WriteSessionDep, note: Short = "") -> Response:
     who = need(request, Scope.CURATE, "Ruling on dedup")
-    act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor)
+    act = partial(rule_not_duplicate, item_id=item_id, note=note, actor=who.actor, now=utcnow())
     notice = f"Item {item_id} ruled not a duplicate: it waits for review"
     return _acted(request, session, item_id, act, notice, {"not_duplicate_note": note}, ruling_by=who, ruled=(item_id,))
 
@@ -273,7 +273,7 @@ def duplicate_of(request: Request, item_id: int, session: WriteSessionDep, other
     other_id = int(other.strip()) if re.fullmatch(r"[0-9]{1,10}", other.strip()) else 0
     if not 1 <= other_id <= MAX_ROW_ID:
         return _item_page(request, item_id, error="Give the id of the item this one duplicates (a number).", status=422, typed=typed)
-    act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor)
+    act = partial(rule_duplicate_of, item_id=item_id, other_id=other_id, note=note, actor=who.actor, now=utcnow())
     return _acted(request, session, item_id, act, f"Item {item_id} ruled a duplicate of item {other_id}", typed, ruling_by=who, ruled=(item_id, other_id))
 
 
@@ -360,7 +360,9 @@ def edit(
     texts = {"title": _changed(title, item.title, one_line=True), "input": _changed(input, item.input), "reference": _changed(reference, item.reference)}
     shows_refusal(request, lambda refusal: refused(_edit_message(refusal), refusal.status))
     tags_given = None if tag_list == item.tags else tag_list
-    saved = edit_item(session=session, item_id=item_id, title=texts["title"], input=texts["input"], reference=texts["reference"], tags=tags_given, note=note, actor=who.actor)
+    saved = edit_item(
+        session=session, item_id=item_id, title=texts["title"], input=texts["input"], reference=texts["reference"], tags=tags_given, note=note, actor=who.actor, now=utcnow()
+    )
     if saved.status == ItemStatus.CANDIDATE.value:
         after_commit(request, request.app.state.curation_trigger.request)
     redecided = saved.status == ItemStatus.CANDIDATE.value and any(value is not None for value in texts.values())

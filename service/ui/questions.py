@@ -25,6 +25,7 @@ from sqlmodel import Session, col, func, select
 
 from curation.dedup.answers import answer_question, asked_pair
 from schemas.audit import AuditAction
+from schemas.common import utcnow
 from schemas.dedup_questions import DedupQuestion, DedupQuestionRead, QuestionRuling, QuestionState
 from schemas.item import Item
 from schemas.source import Source
@@ -135,7 +136,7 @@ def answer(
     who = need(request, Scope.CURATE, "Answering dedup questions")
     back = _url(source or None, at)
     shows_refusal(request, lambda refusal: done(back, f"Question {question_id} was not answered: {refusal.detail}"))
-    rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id)
+    rule = partial(answer_question, session=session, question_id=question_id, ruling=ruling, note=note, actor=who.actor, token_id=who.token_id, now=utcnow())
     revealed = revealed_to(session=session, principal=who)
     answered = guarded_ruling(session=session, item_ids=asked_pair(session, question_id), secret_key=secret_key(request), revealed=revealed, rule=rule)
     pair = (answered.item_id, answered.other_id)

@@ -34,6 +34,7 @@ from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
 from curation.review import UNDONE, decide, review_batch, undo_review, undoable
 from schemas.audit import AuditAction, AuditEvent
+from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.item import Item
 from schemas.lifecycle import ItemAction
@@ -313,7 +314,7 @@ def decide_one(
     if decision is Decision.REJECT and not reason.strip():
         return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
     shows_refusal(request, lambda refusal: done(_url(name, place), f"Item {item_id} was not decided: {refusal.detail}"))
-    decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor)
+    decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor, now=utcnow())
     verb = "approved" if decision is Decision.APPROVE else "rejected"
     return done(_url(name, place), f"Item {item_id} {verb}. Press u or Undo to take it back.")
 
@@ -328,7 +329,7 @@ def undo(
 ) -> RedirectResponse:
     who = need(request, Scope.CURATE, "Undoing a review decision")
     shows_refusal(request, lambda refusal: done(_url(name, place), f"Nothing undone: {refusal.detail}"))
-    undone = undo_review(session=session, item_id=item_id, actor=who.actor)
+    undone = undo_review(session=session, item_id=item_id, actor=who.actor, now=utcnow())
     return done(_url(name, place), f"Undone: item {item_id} is no longer {undone.undone.value}d and waits for review again.")
 
 
@@ -352,7 +353,7 @@ def decide_many(
     if decision == Decision.REJECT.value and not reason:
         return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
     decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
-    outcome = review_batch(session=session, decisions=decisions, actor=who.actor)
+    outcome = review_batch(session=session, decisions=decisions, actor=who.actor, now=utcnow())
     parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
     if outcome.errors:
         parts.append(f"refused {len(outcome.errors)} ({'; '.join(error.detail for error in outcome.errors[:3])})")

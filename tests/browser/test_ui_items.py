@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 from curation.editing import edit_item
 from ingest.mapping import load_mapping
 from schemas.audit import AuditEvent
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, DedupOverride, DedupStage
 from schemas.evals import EvalItem
 from schemas.item import Item, ItemRevision, ItemStatus, RevisionKind
@@ -53,7 +54,7 @@ def seed(engine: Engine) -> dict[str, str]:
             DedupDecision(item_id=copy.id or 0, status=ItemStatus.DUPLICATE.value, stage=DedupStage.MINHASH.value, score=0.8434, matched_item_id=original.id, details=details)
         )
         assert edited.id is not None
-        edit_item(session=session, item_id=edited.id, input="A curator's question about this vulnerability.", note="Made gradable", actor="token:curator")
+        edit_item(session=session, item_id=edited.id, input="A curator's question about this vulnerability.", note="Made gradable", actor="token:curator", now=utcnow())
         session.commit()
     record = next(record for record in kev_records(since="2022-01-01", until="2023-01-01") if record["cveID"] == edited.external_id)
     changed = {**record, "shortDescription": record["shortDescription"] + " " + SOURCE_NOTE}

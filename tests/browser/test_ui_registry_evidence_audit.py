@@ -93,8 +93,8 @@ def seed(engine: Engine) -> dict[str, str]:
         hidden = withheld(session=session, item_ids=waiting, secret_key=TEST_SECRET_KEY)
         sealed_one = next(item_id for item_id in waiting if item_id in hidden)
         open_one = next(item_id for item_id in waiting if item_id not in hidden)
-        decide(session=session, item_id=sealed_one, decision=Decision.REJECT, reason=SEALED_REASON, actor="token:curator")
-        decide(session=session, item_id=open_one, decision=Decision.REJECT, reason=OPEN_REASON, actor="token:curator")
+        decide(session=session, item_id=sealed_one, decision=Decision.REJECT, reason=SEALED_REASON, actor="token:curator", now=utcnow())
+        decide(session=session, item_id=open_one, decision=Decision.REJECT, reason=OPEN_REASON, actor="token:curator", now=utcnow())
         session.commit()
     return tokens
 

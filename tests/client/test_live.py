@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.rules import DedupConfig
+from schemas.common import utcnow
 from service.core.db import write_session
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder, distinct_words
@@ -49,7 +50,7 @@ def _records(count: int) -> list[dict[str, object]]:
 
 def _curate(engine: Engine) -> None:
     with write_session(engine) as session:
-        Deduplicator(encoder=HashingEncoder(), config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=DedupConfig()).curate(session)
         session.commit()
 
 

@@ -18,11 +18,12 @@ from sqlmodel import Session, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.rules import DedupConfig
+from schemas.common import utcnow
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.source import Source, SourceCreate
 from service.cli import app as cli_app
-from service.core.db import write_session, write_transaction
+from service.core.db import write_transaction
 from service.core.metrics import Metrics, serve_scheduler_metrics
 from service.evals.definitions import create_eval, require_eval
 from service.evals.refresh import refresh_eval
@@ -83,7 +84,7 @@ def test_database_gauges_show_work_done_outside_the_app(
     assert _value(ingested, "goldenset_items_ingested_total", source="ops", outcome="new") is None
 
     with write_transaction(engine) as session:
-        Deduplicator(encoder=encoder, config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=encoder, config=DedupConfig()).curate(session)
         session.commit()
         unique = session.exec(select(func.count()).select_from(Item).where(Item.status == ItemStatus.UNIQUE.value)).one()
         create_eval(session=session, data=EvalCreate(name="ops-eval", sources=["ops"], approval_policy="auto", sealed_read_budget=3), secret_key=TEST_SECRET_KEY, actor="test")

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from curation.review import decide
 from schemas.audit import AuditEvent
+from schemas.common import utcnow
 from schemas.item import Item
 from schemas.review import Decision
 from service.cli import app
@@ -103,7 +104,7 @@ def test_decisions_are_undone_by_id(cli: CliRunner, engine: Engine) -> None:
     one, two, three, four = (ids[f"CVE-2024-000{n}"] for n in range(1, 5))
     assert cli.invoke(app, ["review", "--approve", str(one), "--reject", str(two), "--reason", "no clear answer"]).exit_code == 0
     with write_transaction(engine) as session:
-        decide(session=session, item_id=three, decision=Decision.APPROVE, reason="", actor="token:alice")
+        decide(session=session, item_id=three, decision=Decision.APPROVE, reason="", actor="token:alice", now=utcnow())
 
     undone = cli.invoke(app, ["review", "--undo", str(one), "--undo", str(two)])
     assert undone.exit_code == 0, undone.output

@@ -16,12 +16,14 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup.ann_file import GraphFile
+from curation.dedup.ann_graph import GraphFile
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.fingerprints import MinHashRecipe, from_bytes
 from curation.dedup.index import SimilarityIndex
 from curation.dedup.rules import DedupConfig
 from curation.dedup.sketch_table import SketchTable
+from embedding.index_files import IndexFolder
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item
 from service.core.db import make_engine, migrate, write_session
@@ -39,21 +41,32 @@ class OtherHashingEncoder(HashingEncoder):
     model_id = "test-hashing-256-other"
 
 
-def _config(folder: Path | None, **ann: Any) -> DedupConfig:
-    """The approximate index forced on, with the denser graph that hashed word counts need (tests/unit/test_ann_index.py)."""
-    return DedupConfig(ann=dataclasses.replace(GRAPH, folder=folder, **ann))
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """A dedup configuration and the files its index keeps (None: built in memory)."""
+
+    config: DedupConfig
+    files: IndexFolder | None = None
+
+
+EXACT = _Setup(DedupConfig())
+
+
+def _config(folder: Path, **ann: Any) -> _Setup:
+    """The approximate index forced on, kept in `folder`, with the denser graph that hashed word counts need (tests/unit/test_ann_index.py)."""
+    return _Setup(DedupConfig(ann=dataclasses.replace(GRAPH, **ann)), IndexFolder(folder))
 
 
 def _curate(engine: Engine, records: list[dict[str, Any]], config: DedupConfig | None = None) -> None:
     ingest(engine, "hadoop", records)
     with write_session(engine) as session:
-        Deduplicator(encoder=HashingEncoder(), config=config or DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=config or DedupConfig()).curate(session)
         session.commit()
 
 
-def _load(engine: Engine, config: DedupConfig, encoder: HashingEncoder | None = None) -> SimilarityIndex:
+def _load(engine: Engine, setup: _Setup, encoder: HashingEncoder | None = None) -> SimilarityIndex:
     with Session(engine) as session:
-        return Deduplicator(encoder=encoder or HashingEncoder(), config=config).load(session)
+        return Deduplicator(clock=utcnow, encoder=encoder or HashingEncoder(), config=setup.config, files=setup.files).load(session)
 
 
 @pytest.fixture
@@ -73,7 +86,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_nearest_answers_equal_exact_search(engine: Engine, tmp_path: Path) -> None:
     _curate(engine, hadoop_reports(POOL + LATER))
-    exact = _load(engine, DedupConfig())
+    exact = _load(engine, EXACT)
     approximate = _load(engine, _config(tmp_path))
     assert exact.ann is None and approximate.ann is not None and len(approximate.ann) == len(exact)
     same = same_before = 0
@@ -101,9 +114,9 @@ def test_curation_decides_as_with_exact_search(engine: Engine, tmp_path: Path) -
     with Session(engine) as session:
         pending = {item.id for item in session.exec(select(Item).where(Item.status == "candidate")) if item.id is not None}
     decided = {}
-    for name, config in (("exact", DedupConfig()), ("approximate", _config(tmp_path))):
+    for name, setup in (("exact", EXACT), ("approximate", _config(tmp_path))):
         with write_session(engine) as session:
-            deduplicator = Deduplicator(encoder=HashingEncoder(), config=config)
+            deduplicator = Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=setup.config, files=setup.files)
             deduplicator.curate(session)
             assert (deduplicator.index is not None and deduplicator.index.ann is not None) == (name == "approximate")
             decided[name] = _decisions(session, pending)
@@ -216,7 +229,7 @@ def test_the_sketch_table_is_saved_once_opened_after_and_holds_changes_beside(en
     assert tables == [len(first)] and len(list((tmp_path / "ann").glob("*.sketches"))) == 1 and not first.beside
     second = _load(engine, config)
     assert second.table is not None and isinstance(second.table.values, np.memmap) and not second.beside and tables == [len(first)]
-    in_memory = _load(engine, DedupConfig())
+    in_memory = _load(engine, EXACT)
     assert tables == [len(first), len(first)] and in_memory.ann is None
     _same_answers(second, in_memory, engine)
 
@@ -227,4 +240,4 @@ def test_the_sketch_table_is_saved_once_opened_after_and_holds_changes_beside(en
     assert len(tables) == 3 and third.table is not None and isinstance(third.table.values, np.memmap)
     changed_id = next(entry.item_id for entry in third.entries() if entry.item_id not in first or first.get(entry.item_id) != third.get(entry.item_id))
     assert len(third.beside) == 41 and changed_id in {third.get(int(third.item_ids.view[position])).item_id for position in third.beside}
-    _same_answers(third, _load(engine, DedupConfig()), engine)
+    _same_answers(third, _load(engine, EXACT), engine)

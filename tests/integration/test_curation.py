@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.index import MixedRecipeError, SimilarityIndex
 from ingest.mapping import load_mapping
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, DedupStage, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus
 from service.core.db import make_engine, write_transaction
@@ -108,7 +109,7 @@ def test_planted_duplicates_are_found_at_the_right_stage(engine: Engine, setting
     live = loads[0].index  # the index the runs kept, and added to as they decided
     assert live is not None
     with Session(engine) as session:
-        rebuilt = Deduplicator(encoder=encoder, config=settings.dedup_config()).load(session)
+        rebuilt = Deduplicator(clock=utcnow, encoder=encoder, config=settings.dedup_config()).load(session)
     rebuilt_entries, live_entries = list(rebuilt.entries()), list(live.entries())
     assert {entry.item_id: entry.root for entry in rebuilt_entries} == {entry.item_id: entry.root for entry in live_entries}
     assert {entry.item_id: entry.status for entry in rebuilt_entries} == {entry.item_id: entry.status for entry in live_entries}
@@ -206,7 +207,7 @@ def test_fingerprints_of_another_recipe_are_never_mixed(engine: Engine, settings
         recipe = fingerprint.recipe
         session.exec(update(ItemFingerprint).where(col(ItemFingerprint.item_id) == fingerprint.item_id).values(recipe="n1;word5;p64;s7;affine32"))
         session.commit()
-        deduplicator = Deduplicator(encoder=encoder)
+        deduplicator = Deduplicator(clock=utcnow, encoder=encoder)
         assert deduplicator.recipe.key == recipe
         with pytest.raises(MixedRecipeError, match="1 fingerprints were made with another recipe"):
             deduplicator.load(session)
@@ -321,7 +322,7 @@ def test_batches_prepared_ahead_decide_as_batches_prepared_in_turn(
             for target, ahead in ((engine, False), (other, True)):
                 ingest(target, "hadoop", records)
                 counting = CountingEncoder(encoder)
-                deduplicator = Deduplicator(encoder=counting, config=config)
+                deduplicator = Deduplicator(clock=utcnow, encoder=counting, config=config)
                 summary = deduplicator.curate_in_steps(partial(Session, target), partial(write_transaction, target), ahead=ahead)
                 with Session(target) as session:
                     ids = {item.id: item.external_id for item in session.exec(select(Item))}

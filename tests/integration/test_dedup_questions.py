@@ -16,6 +16,7 @@ from curation.dedup.overrides import OverrideRefused
 from curation.dedup.questions import refit_for
 from curation.dedup.rules import DedupConfig
 from schemas.audit import AuditEvent
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision, DedupOverride, NearLink
 from schemas.dedup_questions import DedupQuestion, QuestionRuling, QuestionState
 from schemas.evals import ApprovalPolicy, EvalCreate
@@ -53,7 +54,7 @@ def _recurate(engine: Engine, p: float, words: str, config: DedupConfig | None =
 
 def _answer(engine: Engine, question_id: int, ruling: QuestionRuling, note: str = "") -> None:
     with write_transaction(engine) as session:
-        answer_question(session=session, question_id=question_id, ruling=ruling, note=note, actor="token:curator", token_id=7)
+        answer_question(session=session, question_id=question_id, ruling=ruling, note=note, actor="token:curator", token_id=7, now=utcnow())
 
 
 def test_a_merge_the_judge_does_not_confirm_is_asked_and_kept_unique(engine: Engine) -> None:
@@ -174,7 +175,7 @@ def test_a_ruling_by_other_means_settles_the_open_question(engine: Engine) -> No
 
     ids = asked_world(engine, p=0.1)
     with write_transaction(engine) as session:
-        rule_duplicate_of(session=session, item_id=ids[PLANT], other_id=ids[ORIGINAL], note="read both", actor="token:curator")
+        rule_duplicate_of(session=session, item_id=ids[PLANT], other_id=ids[ORIGINAL], note="read both", actor="token:curator", now=utcnow())
     (question,) = questions(engine)
     assert question.state == QuestionState.WITHDRAWN.value and question.id is not None
     with pytest.raises(QuestionRefused) as refused:
@@ -188,7 +189,7 @@ def test_same_on_a_reviewed_later_item_is_refused_and_nothing_changes(engine: En
 
     ids = asked_world(engine, p=0.1)
     with write_transaction(engine) as session:
-        decide(session=session, item_id=ids[PLANT], decision=Decision.APPROVE, reason="", actor="token:reviewer")
+        decide(session=session, item_id=ids[PLANT], decision=Decision.APPROVE, reason="", actor="token:reviewer", now=utcnow())
     (question,) = questions(engine)
     assert question.id is not None
     with pytest.raises(OverrideRefused) as refused:

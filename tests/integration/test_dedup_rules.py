@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.embeddings import Vectors
 from curation.dedup.overrides import rule_duplicate_of
+from schemas.common import utcnow
 from schemas.dedup import DedupDecision
 from schemas.item import Item, ItemStatus
 from service.core.db import write_transaction
@@ -190,7 +191,7 @@ def test_redecide_applies_new_thresholds_and_keeps_what_people_decided(engine: E
         assert ruled.duplicate_of is not None and reviewed.id is not None
         # A person confirmed one merge; another duplicate was approved by hand as an item of its own.
         assert ruled.id is not None
-        rule_duplicate_of(session=writer, item_id=ruled.id, other_id=ruled.duplicate_of, note="same outage", actor="curator")
+        rule_duplicate_of(session=writer, item_id=ruled.id, other_id=ruled.duplicate_of, note="same outage", actor="curator", now=utcnow())
         stored = writer.get(Item, reviewed.id)
         assert stored is not None
         stored.status, stored.duplicate_of = ItemStatus.APPROVED.value, None

@@ -17,9 +17,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from curation.dedup import backend_choice
-from curation.dedup.backends import ExportedEncoder, backend_model_id
-from curation.dedup.embeddings import SentenceTransformerEncoder, Vectors, body_text, default_model_path, title_text
+from curation.dedup.embeddings import Vectors, body_text, title_text
+from embedding import backend_choice
+from embedding.backends import ExportedEncoder, backend_model_id
+from embedding.models import SentenceTransformerEncoder, default_model_path
 from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item

@@ -16,11 +16,13 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from curation.dedup.backends import ExportedEncoder
 from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.embeddings import Encoder, SentenceTransformerEncoder, Vectors, body_text, default_model_path, title_text
-from curation.dedup.equivalence import EQUIVALENT_COSINE, backend_of, check_equivalence, same_model
+from curation.dedup.embeddings import Encoder, Vectors, body_text, title_text
+from curation.dedup.equivalence import EQUIVALENT_COSINE, check_equivalence
 from curation.dedup.index import MixedRecipeError
+from embedding.backends import ExportedEncoder, backend_of, same_model
+from embedding.models import SentenceTransformerEncoder, default_model_path
+from schemas.common import utcnow
 from schemas.dedup import Embedding, EmbeddingEquivalence, ItemFingerprint
 from schemas.item import Item, ItemStatus
 from service.cli import app
@@ -120,7 +122,7 @@ def test_the_onnx_export_adopts_the_torch_vectors_and_curation_goes_on(engine: E
         assert EQUIVALENT_COSINE <= switch.min_cosine <= switch.mean_cosine <= 1.0001
         print(f"torch -> onnx over {switch.texts} stored texts: min cosine {switch.min_cosine:.7f}, mean {switch.mean_cosine:.7f}")
         assert (copied.status, copied.duplicate_of) == (ItemStatus.DUPLICATE.value, original.id)
-        assert len(Deduplicator(encoder=onnx).load(session)) == POOL + 5
+        assert len(Deduplicator(clock=utcnow, encoder=onnx).load(session)) == POOL + 5
     fingerprints, embeddings, _ = _stored(engine)
     assert fingerprints == {onnx.model_id: POOL + 5}
     assert embeddings == {torch.model_id: 2 * POOL, onnx.model_id: 2 * POOL + 2 * len(later)}

@@ -14,6 +14,7 @@ from sqlmodel import Session, col, select
 
 from curation.dedup.deduplicator import Deduplicator
 from curation.dedup.rules import DedupConfig
+from schemas.common import utcnow
 from schemas.evals import EvalCreate
 from schemas.item import Item, ItemStatus
 from schemas.model_registry import TrainsOnInputs
@@ -30,7 +31,7 @@ ORIGINAL = "13396628"  # Avoid possible class loading deadlock with VerifierNone
 
 def _curate(engine: Engine, encoder: MemoEncoder) -> None:
     with write_session(engine) as session:
-        Deduplicator(encoder=encoder, config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=encoder, config=DedupConfig()).curate(session)
         session.commit()
 
 

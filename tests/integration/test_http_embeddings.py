@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, col, select
 from typer.testing import CliRunner
 
-from curation.dedup.http_encoder import EmbeddingServiceError
+from embedding.http_encoder import EmbeddingServiceError
 from schemas.common import utcnow
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item, ItemStatus

@@ -17,6 +17,7 @@ from ingest.mapping import NATIVE_MAPPING
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from ingest.readers import iter_jsonl
 from schemas.audit import AuditEvent
+from schemas.common import utcnow
 from schemas.item import Item, ItemRevision, ItemStatus
 from schemas.review import Decision
 from schemas.source import Source
@@ -64,7 +65,7 @@ def _revisions(session: Session, item_id: int) -> list[ItemRevision]:
 
 
 def _edit(session: Session, item_id: int, **fields: Any) -> Item:
-    item = edit_item(session=session, item_id=item_id, actor=fields.pop("actor", "token:alice"), note=fields.pop("note", "made gradable"), **fields)
+    item = edit_item(session=session, item_id=item_id, actor=fields.pop("actor", "token:alice"), note=fields.pop("note", "made gradable"), **fields, now=utcnow())
     session.commit()
     return item
 
@@ -126,7 +127,7 @@ def test_refused_edits_change_nothing(session: Session, status: ItemStatus, fiel
     item = _item(session, status)
     assert item.id is not None
     with pytest.raises(EditRefused) as refused:
-        edit_item(session=session, item_id=item.id, actor="token:alice", **{"note": "why", **fields})
+        edit_item(session=session, item_id=item.id, actor="token:alice", **{"note": "why", **fields}, now=utcnow())
     assert (refused.value.reason, refused.value.status) == (reason, code)
     session.rollback()
     assert _revisions(session, item.id) == []
@@ -137,7 +138,7 @@ def test_refused_edits_change_nothing(session: Session, status: ItemStatus, fiel
 
 def test_an_unknown_item_is_not_found(session: Session) -> None:
     with pytest.raises(EditRefused) as refused:
-        edit_item(session=session, item_id=4242, input="x", note="why", actor="token:alice")
+        edit_item(session=session, item_id=4242, input="x", note="why", actor="token:alice", now=utcnow())
     assert (refused.value.reason, refused.value.status) == ("not_found", 404)
 
 
@@ -166,7 +167,7 @@ def test_a_source_change_to_an_edited_item_is_held_and_flags_it(session: Session
     # The same record again: nothing new. A metadata change alone: no held text, no flag.
     _ingest(session, source, changed)
     assert len(_revisions(session, item.id)) == 3
-    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:carol")
+    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:carol", now=utcnow())
     session.commit()
     session.refresh(item)
     assert (item.status, item.source_changed_at) == ("approved", None)  # a review decision clears the flag
@@ -227,7 +228,7 @@ def test_an_item_of_a_reference_corpus_is_never_edited(session: Session) -> None
     item = session.exec(select(Item)).one()
     assert item.id is not None and item.status == ItemStatus.REFERENCE.value
     with pytest.raises(EditRefused) as refused:
-        edit_item(session=session, item_id=item.id, input="x", note="why", actor="token:alice")
+        edit_item(session=session, item_id=item.id, input="x", note="why", actor="token:alice", now=utcnow())
     assert refused.value.reason == "reference_item"
 
 
@@ -245,7 +246,7 @@ def test_a_source_change_that_moves_a_reviewed_item_is_audited_and_ends_its_undo
     _edit(session, item.id, input=QUESTION, reference=ANSWER, actor="token:bob", note="question and answer")
     item.status = ItemStatus.UNIQUE.value  # as if curated again
     session.add(item)
-    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob")
+    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob", now=utcnow())
     session.commit()
     _ingest(session, source, {**RECORD, "input": "primary db unreachable; failover did not start"})
     session.refresh(item)
@@ -257,14 +258,14 @@ def test_a_source_change_that_moves_a_reviewed_item_is_audited_and_ends_its_undo
     ]
     # The approval was overtaken by the source: there is nothing to undo, and the refusal says why.
     with pytest.raises(ReviewRefused, match=r"item\.source_reopen") as refused:
-        undo_review(session=session, item_id=item.id, actor="token:bob")
+        undo_review(session=session, item_id=item.id, actor="token:bob", now=utcnow())
     assert refused.value.reason == "not_reviewed"
 
 
 def test_a_source_change_to_an_approved_item_sends_it_back_to_curation_on_the_record(session: Session) -> None:
     item = _item(session, ItemStatus.UNIQUE)
     assert item.id is not None
-    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob")
+    decide(session=session, item_id=item.id, decision=Decision.APPROVE, reason="", actor="token:bob", now=utcnow())
     session.commit()
     _ingest(session, session.exec(select(Source)).one(), {**RECORD, "input": "a new text"})
     session.refresh(item)

@@ -19,6 +19,7 @@ from curation.dedup.rules import DedupConfig
 from curation.releases.groups import anchor, near_groups
 from curation.releases.sealing import is_sealed
 from curation.releases.visibility import sealed_item_ids
+from schemas.common import utcnow
 from schemas.dedup import NearLink
 from schemas.evals import EvalCreate, EvalItem, Split
 from schemas.item import Item, ItemStatus
@@ -149,7 +150,7 @@ def test_no_near_pair_straddles_releases_of_real_bug_reports(engine: Engine) -> 
     cut = reports[len(reports) // 2]["created"][:7]
     ingest_records(engine, "hadoop", reports, HADOOP_MAPPING)
     with write_session(engine) as session:
-        Deduplicator(encoder=HashingEncoder(), config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=DedupConfig()).curate(session)
         session.commit()
     _eval(engine, sources=("hadoop",), fraction=0.2)
     first = _refresh(engine, f"{cut}-01T03:00:00+00:00")
@@ -171,7 +172,7 @@ def test_the_migration_fills_near_links_from_stored_decisions(engine: Engine) ->
     reports = hadoop_reports(60)
     ingest_records(engine, "hadoop", [*reports, *planted(reports).values()], HADOOP_MAPPING)
     with write_session(engine) as session:
-        Deduplicator(encoder=HashingEncoder(), config=DedupConfig()).curate(session)
+        Deduplicator(clock=utcnow, encoder=HashingEncoder(), config=DedupConfig()).curate(session)
         session.commit()
     with Session(engine) as session:
         recorded = {frozenset(pair) for pair in session.exec(select(NearLink.item_id, NearLink.other_id)).all()}

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from curation.dedup.embeddings import SentenceTransformerEncoder, body_text
-from curation.dedup.pipelined import PipelinedEncoder
+from curation.dedup.embeddings import body_text
+from embedding.models import SentenceTransformerEncoder
+from embedding.pipelined import PipelinedEncoder
 from tests.dedup_support import hadoop_reports
 
 

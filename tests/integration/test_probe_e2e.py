@@ -7,6 +7,7 @@ them: `plan_probes` → `complete_sync` → `probe_report`."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def _probe(model: WordNgramModel, name: str, items: list[ProbeItem]) -> tuple[Pr
     with serve_model(model, model_name=name) as server, httpx.Client() as client:
         endpoint = ProbeEndpoint(base_url=server.base_url, model=name, concurrency=8, timeout_seconds=10)
         plan = plan_probes(items, dataset="CISA KEV", split="catalog", max_tokens_cap=endpoint.max_tokens_cap)
-        completions = complete_sync(client, plan.prompts, endpoint)
+        completions = complete_sync(client, plan.prompts, endpoint, clock=time.time)
         return probe_report(plan, completions, cutoff=KEV_CUTOFF, model=endpoint.model), server.bodies
 
 

@@ -14,6 +14,7 @@ from curation.dedup.embeddings import EmbeddingCache, Vectors
 from curation.dedup.fingerprints import MinHashRecipe
 from curation.dedup.index import MixedRecipeError, SimilarityIndex
 from curation.dedup.refingerprint import refingerprint, stale_count
+from schemas.common import utcnow
 from schemas.dedup import ItemFingerprint
 from schemas.item import Item, ItemStatus
 from service.core.db import write_transaction
@@ -48,7 +49,7 @@ def test_a_model_change_is_refingerprinted_and_exact_copies_stay_unencoded(engin
     with Session(engine) as session:
         assert stale_count(session, recipe=MinHashRecipe(), model_id=other.model_id) == 7
         with pytest.raises(MixedRecipeError, match="--refingerprint"):
-            Deduplicator(encoder=other).load(session)
+            Deduplicator(clock=utcnow, encoder=other).load(session)
 
     summary = run_refingerprint(engine, settings, encoder=other)
     assert summary.items == 7
@@ -76,11 +77,11 @@ def test_a_recipe_change_is_refingerprinted_without_encoding(engine: Engine, set
     ingest(engine, "hadoop", hadoop_reports(4))
     run_curation(engine, settings, encoder=encoder)
     smaller = MinHashRecipe(num_perm=64, shingle_words=2)
-    cache = EmbeddingCache(encoder)
+    cache = EmbeddingCache(encoder, clock=utcnow)
     summary = refingerprint(lambda: Session(engine), lambda: write_transaction(engine), recipe=smaller, embeddings=cache, batch_size=3)
     assert (summary.items, summary.encoded) == (4, 0)
     with Session(engine) as session:
         index = SimilarityIndex.load(session, recipe=smaller, model_id=encoder.model_id, dim=encoder.dim, lsh_threshold=0.6)
         assert len(index) == 4
         with pytest.raises(MixedRecipeError):
-            Deduplicator(encoder=encoder).load(session)
+            Deduplicator(clock=utcnow, encoder=encoder).load(session)

@@ -82,6 +82,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
                 ReviewDecision(item_id=ids["CVE-2024-0010"], decision=Decision.REJECT),
             ],
             actor="test",
+            now=utcnow(),
         )
     assert len(outcome.approved) == 8 and outcome.rejected == [ids["CVE-2024-0009"]]
     assert [(error.position, error.reason) for error in outcome.errors] == [(9, "not_reviewable"), (10, "not_found"), (11, "reason_required")]
@@ -104,7 +105,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     # Exposure retires an item; the unreviewed one stays out until approved.
     with write_session(engine) as session:
         session.exec(update(Item).where(col(Item.id) == ids["CVE-2024-0006"]).values(exposed_at=datetime(2024, 3, 10, tzinfo=UTC), exposed_reason="sent to a training endpoint"))
-        decide(session=session, item_id=ids["CVE-2024-0010"], decision=Decision.APPROVE, reason="", actor="test")
+        decide(session=session, item_id=ids["CVE-2024-0010"], decision=Decision.APPROVE, reason="", actor="test", now=utcnow())
         session.commit()
     # 1 May: window [2 Mar .. 1 May); 1, 5 age out; 6 exposed; approved in window: n % 5 in (2, 3) -> 2, 3, 7, 8.
     second = _refresh(engine, "2024-05-01T03:00:00+00:00")
@@ -121,7 +122,7 @@ def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Eng
     ingest_and_curate(engine, "kev", [kev(20, "2024-05-20"), kev(21, "2024-05-21")])
     ids = _ids(engine)
     with write_transaction(engine) as session:
-        review_batch(session=session, decisions=[ReviewDecision(item_id=ids[f"CVE-2024-00{n}"], decision=Decision.APPROVE) for n in (20, 21)], actor="test")
+        review_batch(session=session, decisions=[ReviewDecision(item_id=ids[f"CVE-2024-00{n}"], decision=Decision.APPROVE) for n in (20, 21)], actor="test", now=utcnow())
     third = _refresh(engine, "2024-06-01T03:00:00+00:00")
     assert _members(engine, third) == ["CVE-2024-0004", "CVE-2024-0008", "CVE-2024-0020", "CVE-2024-0021"]
     retired = {entry["item_id"]: entry["reason"] for entry in third.diff["retired"]}
@@ -194,10 +195,10 @@ def test_eval_settings_are_checked(engine: Engine) -> None:
         update_eval(session=session, evaluation=_get_eval(session), data=EvalUpdate(sealed_fraction=0.5), actor="test")
     item_id = _ids(engine)["CVE-2024-0001"]
     with write_session(engine) as session:
-        decide(session=session, item_id=item_id, decision=Decision.APPROVE, reason="", actor="test")  # auto-approval leaves items unique
+        decide(session=session, item_id=item_id, decision=Decision.APPROVE, reason="", actor="test", now=utcnow())  # auto-approval leaves items unique
         session.commit()
     with write_session(engine) as session, pytest.raises(ReviewRefused, match="approved, not unique: it was already approved"):
-        decide(session=session, item_id=item_id, decision=Decision.REJECT, reason="changed my mind", actor="test")
+        decide(session=session, item_id=item_id, decision=Decision.REJECT, reason="changed my mind", actor="test", now=utcnow())
 
 
 def test_the_scheduler_catches_up_a_missed_period_once_and_leaves_a_new_eval_for_its_schedule(engine: Engine, database_url: str) -> None:

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from curation.dedup.ann import ApproximateVectors
-from curation.dedup.ann_file import AnnConfig, GraphFile, vector_digests
+from curation.dedup.ann_graph import AnnConfig, GraphFile, vector_digests
 from curation.dedup.embeddings import body_text, title_text
 from curation.dedup.index import TITLE_WEIGHT
 from curation.dedup.sketch_table import text_keys
+from embedding.index_files import IndexFolder
 from tests.dedup_support import hadoop_reports
 from tests.eval_support import HashingEncoder
 
@@ -112,16 +113,17 @@ def test_a_saved_file_opens_only_for_what_it_was_made_for(tmp_path: Path, pool: 
     body, title, _ = pool
     rows = np.hstack([body, title])[:500]
     ids = np.arange(500, dtype=np.int64)
+    files = IndexFolder(tmp_path)
     info = {"version": 1, "model_id": "model-a", "kind": AnnConfig().kind(DIM), "dim": DIM, "database": "db-1"}
-    GraphFile.build(lambda start, end: rows[start:end], 500, dim=DIM, config=AnnConfig(), info=info, item_ids=ids, digests=ids).save(tmp_path, "stem")
-    opened = GraphFile.open(tmp_path, "stem", info)
+    GraphFile.build(lambda start, end: rows[start:end], 500, dim=DIM, config=AnnConfig(), info=info, item_ids=ids, digests=ids).save(files, "stem")
+    opened = GraphFile.open(files, "stem", info)
     assert opened is not None and opened.graph.ntotal == 500 and np.array_equal(opened.item_ids, ids)
-    assert GraphFile.open(tmp_path, "stem", {**info, "model_id": "model-b"}) is None
-    assert GraphFile.open(tmp_path, "stem", {**info, "database": "db-2"}) is None
-    assert GraphFile.open(tmp_path, "stem", {**info, "kind": AnnConfig(connectivity=32).kind(DIM)}) is None
-    assert GraphFile.open(tmp_path, "other-stem", info) is None
+    assert GraphFile.open(files, "stem", {**info, "model_id": "model-b"}) is None
+    assert GraphFile.open(files, "stem", {**info, "database": "db-2"}) is None
+    assert GraphFile.open(files, "stem", {**info, "kind": AnnConfig(connectivity=32).kind(DIM)}) is None
+    assert GraphFile.open(files, "other-stem", info) is None
     # A second save replaces the first, leaving one graph file.
-    GraphFile.build(lambda start, end: rows[start:end], 500, dim=DIM, config=AnnConfig(), info=info, item_ids=ids, digests=ids).save(tmp_path, "stem")
+    GraphFile.build(lambda start, end: rows[start:end], 500, dim=DIM, config=AnnConfig(), info=info, item_ids=ids, digests=ids).save(files, "stem")
     assert len(list(tmp_path.glob("stem.*.faiss"))) == 1
     digests = vector_digests(text_keys(["a", "b", "a"]), text_keys(["b", "a", "b"]))
     assert digests[0] != digests[1] and digests[0] == digests[2] and (digests >= 0).all()

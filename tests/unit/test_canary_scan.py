@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def _items(extra: list[WatchedItem] | None = None) -> list[WatchedItem]:
 
 
 def _scanner(**config: float) -> Scanner:
-    return Scanner(ScanIndex({"ops": CANARY}, _items(), ScanConfig(**config)))  # type: ignore[arg-type]
+    return Scanner(ScanIndex({"ops": CANARY}, _items(), ScanConfig(**config)), timer=time.perf_counter)  # type: ignore[arg-type]
 
 
 def _scan(folder: Path, text: str) -> ScanReport:

@@ -232,17 +232,18 @@ def test_an_asked_item_is_decided_unique_with_the_question_in_its_details() -> N
 def test_an_item_holds_one_open_question_updated_or_withdrawn_as_it_is_decided_again() -> None:
     questioner = Questioner(FixedJudge(0.5), DedupConfig(), MinHashRecipe())
     session = FakeSession()
+    asked_at, again_at = datetime(2025, 3, 1, 9, tzinfo=UTC), datetime(2025, 3, 2, 9, tzinfo=UTC)
     first = asking.Asked(1, 0.3, "duplicate", {"stage": "embedding"})
-    questioner.record(session, 10, first, {})  # type: ignore[arg-type]
+    questioner.record(session, 10, first, {}, now=asked_at)  # type: ignore[arg-type]
     (question,) = session.added
-    assert (question.item_id, question.other_id, question.state, question.rules_outcome) == (10, 1, QuestionState.OPEN.value, "duplicate")
+    assert (question.item_id, question.other_id, question.state, question.rules_outcome, question.asked_at) == (10, 1, QuestionState.OPEN.value, "duplicate", asked_at)
     again = asking.Asked(2, 0.7, "unique", {"stage": "minhash"})
-    questioner.record(session, 10, again, {10: question})  # type: ignore[arg-type]
-    assert (question.other_id, question.p_same, question.rules_outcome, question.state) == (2, 0.7, "unique", QuestionState.OPEN.value)
-    questioner.record(session, 10, None, {10: question})  # type: ignore[arg-type]
+    questioner.record(session, 10, again, {10: question}, now=again_at)  # type: ignore[arg-type]
+    assert (question.other_id, question.p_same, question.rules_outcome, question.state, question.asked_at) == (2, 0.7, "unique", QuestionState.OPEN.value, again_at)
+    questioner.record(session, 10, None, {10: question}, now=again_at)  # type: ignore[arg-type]
     assert question.state == QuestionState.WITHDRAWN.value
     assert len({id(row) for row in session.added}) == 1
-    questioner.record(session, 11, None, {})  # type: ignore[arg-type]
+    questioner.record(session, 11, None, {}, now=again_at)  # type: ignore[arg-type]
     assert isinstance(session.added[-1], DedupQuestion) and session.added[-1] is question
 
 

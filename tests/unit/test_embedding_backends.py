@@ -13,9 +13,9 @@ from typing import Any, get_args
 import numpy as np
 import pytest
 
-from curation.dedup import backends
-from curation.dedup.backends import BACKENDS, backend_model_id, ensure_export, export_roots, find_export, length_batches, mean_pool
-from curation.dedup.embeddings import model_id_of
+from embedding import backends
+from embedding.backends import BACKENDS, backend_model_id, ensure_export, export_roots, find_export, length_batches, mean_pool
+from embedding.models import model_id_of
 from service.core.settings import Settings
 
 

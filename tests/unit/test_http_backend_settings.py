@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from curation.dedup.http_encoder import HttpEncoder
+from embedding.http_encoder import HttpEncoder
 from service.core.settings import Settings, describe_settings_error
 from service.dedup.encoder import get_encoder, model_identity
 

@@ -1,8 +1,9 @@
 """The layout's rules from DESIGN.md and the README's map, checked on the import graph:
 
 - the flow: schemas import nothing of ours; ingest only schemas; curation only schemas, its own
-  domains, and from ingest the normalisation helpers and the outbound-HTTP retry rules; none of
-  them imports the service layer or the web framework;
+  domains, and from ingest the normalisation helpers and the outbound-HTTP retry rules; the
+  embedding runtime beside curation, neither importing the other, taking from ingest only the
+  outbound-HTTP retry rules; none of them imports the service layer or the web framework;
 - inside the service: `core` imports no domain; a domain's routes are mounted only by the app and
   its commands registered only by the root command line (commands may call other commands'
   helpers), so no domain reaches into another's HTTP or CLI layer; nothing imports the app, the
@@ -17,14 +18,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "ingest", "curation", "service")
+PACKAGES = ("schemas", "ingest", "curation", "embedding", "service")
 WEB = {"fastapi", "starlette", "uvicorn"}
 FORBIDDEN = {
-    "schemas": {"ingest", "curation", "service", *WEB},
-    "ingest": {"curation", "service", *WEB},
-    "curation": {"service", *WEB},
+    "schemas": {"ingest", "curation", "embedding", "service", *WEB},
+    "ingest": {"curation", "embedding", "service", *WEB},
+    "curation": {"embedding", "service", *WEB},
+    "embedding": {"curation", "service", *WEB},
 }
 CURATION_MAY_USE_FROM_INGEST = {"ingest.normalisation", "ingest.http"}
+EMBEDDING_MAY_USE_FROM_INGEST = {"ingest.http"}
 SERVICE_DOMAINS = ("sources", "items", "dedup", "evals", "runs", "evidence", "ui")
 ENTRY_POINTS = {"service.app", "service.cli", "service.process_cli", "service.scheduler"}
 MAX_LINES = 400
@@ -84,6 +87,15 @@ def test_curation_takes_from_ingest_only_normalisation_and_http_retries() -> Non
     assert {module: names for module, names in offending.items() if names} == {}
 
 
+def test_the_embedding_runtime_takes_from_ingest_only_http_retries() -> None:
+    offending = {
+        module: sorted(name for name in _ours(names) if name.startswith("ingest") and not any(name.startswith(allowed) for allowed in EMBEDDING_MAY_USE_FROM_INGEST))
+        for module, names in IMPORTS.items()
+        if module.startswith("embedding")
+    }
+    assert {module: names for module, names in offending.items() if names} == {}
+
+
 def test_service_core_imports_no_domain() -> None:
     domains = tuple(f"service.{domain}" for domain in SERVICE_DOMAINS) + tuple(ENTRY_POINTS)
     offending = {module: sorted(name for name in _ours(names) if name.startswith(domains)) for module, names in IMPORTS.items() if module.startswith("service.core")}
@@ -113,7 +125,8 @@ def test_the_service_keeps_its_top_level_small() -> None:
     assert len(top) <= MAX_SERVICE_TOP_MODULES, top
 
 
-DOCUMENTED = ["schemas", "ingest", "curation", "service", *sorted(f"curation/{path.name}" for path in (ROOT / "curation").iterdir() if (path / "__init__.py").exists())]
+DOCUMENTED = ["schemas", "ingest", "curation", "embedding", "service"]
+DOCUMENTED += sorted(f"curation/{path.name}" for path in (ROOT / "curation").iterdir() if (path / "__init__.py").exists())
 DOCUMENTED += [f"service/{name}" for name in ("core", *SERVICE_DOMAINS)]
 
 

@@ -32,10 +32,12 @@ def _echo(request: httpx.Request) -> httpx.Response:
     return _answer("echo: " + body["messages"][-1]["content"])
 
 
-def _sync(handler: Callable[[httpx.Request], httpx.Response], prompts: list[ProbePrompt], endpoint: ProbeEndpoint = ENDPOINT) -> tuple[list[ProbeCompletion], list[float]]:
+def _sync(
+    handler: Callable[[httpx.Request], httpx.Response], prompts: list[ProbePrompt], endpoint: ProbeEndpoint = ENDPOINT, clock: Callable[[], float] = time.time
+) -> tuple[list[ProbeCompletion], list[float]]:
     slept: list[float] = []
     with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        return complete_sync(client, prompts, endpoint, sleep=slept.append), slept
+        return complete_sync(client, prompts, endpoint, clock=clock, sleep=slept.append), slept
 
 
 def test_the_request_is_greedy_with_the_model_budget_and_bearer_token() -> None:
@@ -131,7 +133,7 @@ def test_a_lost_connection_is_retried_and_progress_counts_every_item() -> None:
 
     slept: list[float] = []
     with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        completions = complete_sync(client, _prompts(12), ENDPOINT, sleep=slept.append, progress=lambda done, total: progress.append((done, total)))
+        completions = complete_sync(client, _prompts(12), ENDPOINT, clock=time.time, sleep=slept.append, progress=lambda done, total: progress.append((done, total)))
     assert [completion.completion for completion in completions] == [f"echo: prompt {index}" for index in range(12)]
     assert all(completion.error is None for completion in completions)
     assert sum(completion.attempts for completion in completions) == 13
@@ -147,9 +149,10 @@ def test_endpoint_settings_are_checked_early() -> None:
     assert "sk-test" not in repr(ENDPOINT)
 
 
-def test_retry_after_as_an_http_date_is_honoured() -> None:
+def test_retry_after_as_an_http_date_is_honoured_against_the_clock_handed_in() -> None:
     calls = {"n": 0}
-    when = datetime.now(UTC).timestamp() + 30
+    now = datetime(2025, 6, 1, 12, tzinfo=UTC).timestamp()
+    when = now + 30
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls["n"] += 1
@@ -157,8 +160,8 @@ def test_retry_after_as_an_http_date_is_honoured() -> None:
             return httpx.Response(503, headers={"Retry-After": formatdate(when, usegmt=True)})
         return _echo(request)
 
-    _, slept = _sync(handler, _prompts(1))
-    assert 25 <= slept[0] <= 31
+    _, slept = _sync(handler, _prompts(1), clock=lambda: now)
+    assert slept[0] == 30
 
 
 def test_a_long_wait_asked_for_is_cut_to_a_minute() -> None:

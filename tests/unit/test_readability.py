@@ -7,8 +7,9 @@ import pytest
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
 
-from curation.dedup.embeddings import default_model_path
-from curation.dedup.readability import ReadabilityMeter, Unreadable, unreadable_shares
+from curation.dedup.readability import Unreadable, unreadable_shares
+from embedding.models import default_model_path
+from embedding.readability import ReadabilityMeter
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from datasketch import LeanMinHash, MinHashLSH
 from curation.dedup.fingerprints import MinHashRecipe, from_bytes, sketch_texts, to_bytes, values_from_bytes
 from curation.dedup.index import IndexedItem, SimilarityIndex
 from curation.dedup.sketch_table import SketchTable, identity_digest, mix, record_digests, text_keys
+from embedding.index_files import IndexFolder
 
 # Alphabetic words: digits would be masked by normalisation and make every text the same.
 WORDS = [a + b + c for a in "bcdfg" for b in "aeiou" for c in "klmnprst"]
@@ -74,8 +75,8 @@ def test_a_sketch_table_answers_like_datasketch_lsh(tmp_path: Path) -> None:
             inserting.insert(slot, sketch)
     content = [f"hash-{slot % 150}" for slot in range(len(texts))]  # some content hashes shared by 2 or 3 items
     built = _table(sketches, recipe, reference, content)
-    built.save(tmp_path, "stem")
-    opened = SketchTable.open(tmp_path, "stem", {"recipe": recipe.key})
+    built.save(IndexFolder(tmp_path), "stem")
+    opened = SketchTable.open(IndexFolder(tmp_path), "stem", {"recipe": recipe.key})
     assert opened is not None and isinstance(opened.values, np.memmap)
 
     found_any = 0
@@ -89,9 +90,9 @@ def test_a_sketch_table_answers_like_datasketch_lsh(tmp_path: Path) -> None:
     assert found_any >= len(texts) // 2  # the edited copies really share buckets with their originals
 
     # A record that does not match is refused; a second save replaces the first.
-    assert SketchTable.open(tmp_path, "stem", {"recipe": "another"}) is None
-    assert SketchTable.open(tmp_path, "other", {"recipe": recipe.key}) is None
-    built.save(tmp_path, "stem")
+    assert SketchTable.open(IndexFolder(tmp_path), "stem", {"recipe": "another"}) is None
+    assert SketchTable.open(IndexFolder(tmp_path), "other", {"recipe": recipe.key}) is None
+    built.save(IndexFolder(tmp_path), "stem")
     assert len(list(tmp_path.glob("stem.*.sketches"))) == 1
 
 

@@ -1,25 +1,20 @@
-"""The approximate dedup index's files: a graph (faiss `IndexHNSWSQ`: HNSW over 8-bit scalar-quantised
+"""The approximate dedup index's graph: a faiss `IndexHNSWSQ` (HNSW over 8-bit scalar-quantised
 vectors, inner product) over each item's body and title vectors side by side, a 4-bit refinement
 of those vectors, and the list of the items it holds with a digest of the texts their vectors were
 made from.
 
-A file is named by the database, the model and the vector kind it was made for, and records them:
-one made for another database, model or kind is never opened. A file is written once, atomically,
-under a lock that makes other processes wait for it rather than build it too, and memory-mapped
-by each process that opens it (API replicas on one host share its pages).
+A graph is kept by the `IndexFiles` the caller hands in (`curation.dedup.index_files`), named by
+the database, the model and the vector kind it was made for, and records them: one made for
+another database, model or kind is never opened. It is written once, under the files' lock that
+makes other processes wait for it rather than build it too, and memory-mapped by each process
+that opens it (API replicas on one host share its pages).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
-import os
-import uuid
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +23,7 @@ from sqlalchemy import Connection
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
+from curation.dedup.index_files import IndexFiles
 from curation.dedup.sketch_table import mix
 from schemas.dedup import Embedding
 from schemas.item import Item
@@ -47,8 +43,8 @@ class AnnConfig:
     """When and how the dedup index searches approximately.
 
     `min_items`: a pool of at least this many embedded items is searched through the graph, a
-    smaller one exactly. `folder`: where graph files are kept (None: built in memory at every load,
-    never saved). `connectivity` (HNSW's M), `ef_construction` and `ef_search`: the graph's build and
+    smaller one exactly; its graph is kept by the `IndexFiles` the caller hands in (none: built in
+    memory at every load, never saved). `connectivity` (HNSW's M), `ef_construction` and `ef_search`: the graph's build and
     search breadth. `pool`: the least number of candidates a query ranks exactly (at least twice `k`).
     `exact_below`: a `before=` query that leaves fewer items of the graph than this ranks them all
     exactly (a narrow filter starves a graph search). `rebuild_share`: a file whose items changed or missing from it exceed this share of it is
@@ -56,7 +52,6 @@ class AnnConfig:
     """
 
     min_items: int = 50_000
-    folder: Path | None = Path("var/ann")
     connectivity: int = 24
     ef_construction: int = 80
     ef_search: int = 800
@@ -184,61 +179,26 @@ class GraphFile:
             refine[start:end] = refinement(chunk, graph.reconstruct_batch(np.arange(start, end, dtype=np.int64)), steps)
         return cls(graph, item_ids, digests, {**info, "count": count}, refine, steps)
 
-    def save(self, folder: Path, stem: str) -> None:
-        """Write the graph, its refinement and its item list under `folder` as `stem`, replacing any
-        earlier one atomically (a process that has the earlier one open keeps reading it)."""
-        faiss = load_faiss()
-        folder.mkdir(parents=True, exist_ok=True)
-        token = uuid.uuid4().hex[:12]
-        graph_name, refine_name = f"{stem}.{token}.faiss", f"{stem}.{token}.refine.npy"
-        faiss.write_index(self.graph, str(folder / f"{graph_name}.partial"))
-        os.replace(folder / f"{graph_name}.partial", folder / graph_name)
-        with (folder / f"{refine_name}.partial").open("wb") as handle:
-            np.save(handle, np.ascontiguousarray(self.refine))
-        os.replace(folder / f"{refine_name}.partial", folder / refine_name)
-        meta_partial = folder / f"{stem}.npz.partial"
-        with meta_partial.open("wb") as handle:
-            info = {**self.info, "graph": graph_name, "refine": refine_name}
-            np.savez(handle, item_ids=self.item_ids, digests=self.digests, steps=self.steps, info=np.array(json.dumps(info)))
-        os.replace(meta_partial, folder / f"{stem}.npz")
-        for earlier in [*folder.glob(f"{stem}.*.faiss"), *folder.glob(f"{stem}.*.refine.npy")]:
-            if earlier.name not in (graph_name, refine_name):
-                earlier.unlink(missing_ok=True)
+    def save(self, files: IndexFiles, stem: str) -> None:
+        """Write the graph, its refinement and its item list through `files` as `stem`, replacing
+        any earlier one atomically (a process that has the earlier one open keeps reading it)."""
+        files.save_graph(stem, self.graph, self.refine, {"item_ids": self.item_ids, "digests": self.digests, "steps": self.steps}, self.info)
 
     @classmethod
-    def open(cls, folder: Path, stem: str, expected: dict[str, Any]) -> GraphFile | None:
+    def open(cls, files: IndexFiles, stem: str, expected: dict[str, Any]) -> GraphFile | None:
         """The graph saved as `stem`, its vectors and refinement memory-mapped, when its recorded
         facts equal `expected` (model id, kind, dimension, database identity); None when it is
         missing, of another kind, or unreadable."""
-        meta = folder / f"{stem}.npz"
-        try:
-            with np.load(meta, allow_pickle=False) as stored:
-                info = json.loads(str(stored["info"]))
-                item_ids, digests = stored["item_ids"].astype(np.int64), stored["digests"].astype(np.int64)
-                steps = stored["steps"].astype(np.float32)
-        except (OSError, ValueError, KeyError):
+        stored = files.open_graph(stem, expected)
+        if stored is None:
             return None
-        if any(info.get(name) != value for name, value in expected.items()) or len(item_ids) != info.get("count"):
-            return None
-        faiss = load_faiss()
+        graph, refine, arrays, info = stored
         try:
-            graph = faiss.read_index(str(folder / str(info["graph"])), faiss.IO_FLAG_MMAP_IFC)
-            refine = np.load(folder / str(info["refine"]), mmap_mode="r", allow_pickle=False)
-        except (RuntimeError, OSError, ValueError, KeyError):
+            item_ids, digests = arrays["item_ids"].astype(np.int64), arrays["digests"].astype(np.int64)
+            steps = arrays["steps"].astype(np.float32)
+        except KeyError:
             return None
         dim = int(info["dim"])
-        if graph.ntotal != len(item_ids) or graph.d != 2 * dim or refine.shape != (len(item_ids), dim) or steps.shape != (2 * dim,):
+        if len(item_ids) != info.get("count") or graph.ntotal != len(item_ids) or graph.d != 2 * dim or refine.shape != (len(item_ids), dim) or steps.shape != (2 * dim,):
             return None
         return cls(graph, item_ids, digests, info, refine, steps)
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created if missing): one process builds a file, the others wait and open it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -40,8 +40,8 @@ import numpy as np
 from pydantic import SecretStr
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from curation.dedup.embeddings import Vectors
-from curation.dedup.readability import ReadabilityMeter
+from embedding.models import Vectors
+from embedding.readability import ReadabilityMeter
 from ingest.http import Retryable, retry_after_seconds, wait_hint_or_backoff
 
 logger = logging.getLogger("goldenset.curation")
@@ -189,7 +189,7 @@ class HttpEncoder:
 
     def unreadable(self, texts: Sequence[str]) -> list[float | None]:
         """The share of each text the server's model cannot read, measured with the tokenizer of
-        that model named by `meter` (`curation.dedup.readability`); None for each without one."""
+        that model named by `meter` (`embedding.readability`); None for each without one."""
         if self._meter is None:
             return [None] * len(texts)
         return list(self._meter.shares(texts))

@@ -17,13 +17,14 @@ Every function writes only its target path; the caller owns the folder and its a
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from embedding.models import offline
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
@@ -38,16 +39,11 @@ def calibration_texts() -> list[str]:
     return [str(text) for text in document["texts"]]
 
 
-def _offline() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
 def export_onnx(model_path: Path, target: Path) -> None:
     """Write the transformer of the sentence-transformers model in `model_path` to `target` as an
     fp32 ONNX graph (see the module docstring for its inputs and output). Needs torch and
     transformers; reads only local files."""
-    _offline()
+    offline()
     import torch
     from transformers import AutoModel
 

@@ -15,7 +15,6 @@ that encoder's model id. On CUDA the fp16 vectors differ in the last digits: the
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, Vectors, model_folder, model_id_of
+from embedding.models import DEFAULT_MAX_SEQ_LENGTH, Vectors, model_folder, model_id_of, offline
 
 _DONE = object()
 
@@ -36,8 +35,7 @@ class PipelinedEncoder:
     def __init__(
         self, path: str | Path | None = None, *, device: str = "cpu", batch_size: int = 256, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, prefetch: int = 4
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline()
         import torch
         from sentence_transformers import SentenceTransformer
 

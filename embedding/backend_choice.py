@@ -9,9 +9,9 @@ measured, once per machine, model and library versions, and remembered in a smal
 the exports.
 
 A database whose pool was embedded already keeps its backend: vectors of another backend would
-need re-encoding. `stored_choice` names it from the model ids stored fingerprints carry (a
-PyTorch or ONNX fp32 pool continues with `openvino`, whose vectors are theirs to rounding and are
-adopted, `curation.dedup.equivalence`).
+need re-encoding. `stored_choice` names it from the model ids stored fingerprints carry, which the
+caller reads (`curation.dedup.equivalence.stored_model_ids`): a PyTorch or ONNX fp32 pool continues with
+`openvino`, whose vectors are theirs to rounding and are adopted (`curation.dedup.equivalence`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from sqlalchemy import func
-from sqlalchemy import select as sa_select
-from sqlmodel import Session, col
 
-from curation.dedup.backends import DEFAULT_CACHE_DIR, RECIPES, EmbeddingBackend, backend_model_id, check_backend, export_roots, load_encoder
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, model_folder, model_id_of
-from schemas.dedup import ItemFingerprint
+from embedding.backends import DEFAULT_CACHE_DIR, RECIPES, EmbeddingBackend, backend_model_id, check_backend, export_roots, load_encoder
+from embedding.models import DEFAULT_MAX_SEQ_LENGTH, model_folder, model_id_of
 
 logger = logging.getLogger("goldenset.embeddings")
 
@@ -134,13 +130,6 @@ def _first_recorded(records: list[Path]) -> EmbeddingBackend | None:
     return None
 
 
-def stored_model_ids(session: Session) -> dict[str, int]:
-    """The embedding model ids that embedded fingerprints carry, with how many each."""
-    model = col(ItemFingerprint.model_id)
-    query = sa_select(model, func.count()).where(col(ItemFingerprint.body_key).is_not(None), model.is_not(None)).group_by(model)
-    return {str(model_id): int(count) for model_id, count in session.execute(query).all()}
-
-
 def _read_choice(record: Path) -> EmbeddingBackend | None:
     try:
         return _backend(json.loads(record.read_text(encoding="utf-8"))["choice"])
@@ -159,7 +148,7 @@ def _backend(name: object) -> EmbeddingBackend:
 def measure(model_path: Path, *, max_seq_length: int, cache_dir: str | Path) -> dict[str, Any]:
     """Texts per second of both candidates on `TIMED_TEXTS` bundled incident texts (the best of
     `ROUNDS` calls each, taken in turn), and the choice they make."""
-    from curation.dedup.exports import calibration_texts
+    from embedding.exports import calibration_texts
 
     texts = calibration_texts()[:TIMED_TEXTS]
     encoders = {backend: load_encoder(model_path, backend, max_seq_length=max_seq_length, cache_dir=cache_dir) for backend in (FP32, INT8)}

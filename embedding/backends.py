@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -32,8 +33,8 @@ import numpy as np
 from filelock import FileLock, Timeout
 from numpy.typing import NDArray
 
-from curation.dedup.embeddings import DEFAULT_MAX_SEQ_LENGTH, SPECIAL_TOKENS, Encoder, SentenceTransformerEncoder, Vectors, model_dim_of, model_folder, model_id_of
-from curation.dedup.readability import ReadabilityMeter
+from embedding.models import DEFAULT_MAX_SEQ_LENGTH, SPECIAL_TOKENS, SentenceTransformerEncoder, Vectors, model_dim_of, model_folder, model_id_of
+from embedding.readability import ReadabilityMeter
 
 logger = logging.getLogger("goldenset.embeddings")
 
@@ -55,6 +56,7 @@ EXPORT_WAIT_SECONDS = 900
 DEFAULT_BATCH_TOKENS = 1024
 DEFAULT_BATCH_SIZE = 64
 PAD_MULTIPLE = 8
+_RECIPE = re.compile(r"r[0-9]+")
 
 Runner = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]], NDArray[np.float32]]
 
@@ -72,6 +74,33 @@ def backend_model_id(path: str | Path | None, backend: str, *, max_seq_length: i
     base = model_id_of(path, max_seq_length=max_seq_length)
     backend = check_backend(backend)
     return base if backend == "torch" else f"{base}/{backend}.{RECIPES[backend]}"
+
+
+def _split(model_id: str) -> tuple[str, str]:
+    """`model_id` as (the model's id, the backend that ran it): an exported backend's id ends in
+    `/<backend>.r<n>` (`backend_model_id`); any other id is PyTorch's."""
+    head, _, tail = model_id.rpartition("/")
+    backend, _, recipe = tail.partition(".")
+    if head and backend in BACKENDS and _RECIPE.fullmatch(recipe):
+        return head, backend
+    return model_id, "torch"
+
+
+def base_model_id(model_id: str) -> str:
+    """The id of the model whose backend made vectors under `model_id`: `model_id` without its
+    `/<backend>.<recipe>` part (the PyTorch backend's id is the base itself)."""
+    return _split(model_id)[0]
+
+
+def backend_of(model_id: str) -> str:
+    """The backend that made vectors under `model_id`, an id of an in-process backend."""
+    return _split(model_id)[1]
+
+
+def same_model(one: str, other: str) -> bool:
+    """Whether two model ids are backends of one model (same weights and sequence length), the
+    only switches an equivalence check (`curation.dedup.equivalence`) may spare a re-encoding of."""
+    return one != other and base_model_id(one) == base_model_id(other)
 
 
 def export_name(model_path: Path, backend: str) -> str:
@@ -150,7 +179,7 @@ def _export_into(model_path: Path, backend: str, root: Path, name: str) -> tuple
 def _build(model_path: Path, backend: str, folder: Path) -> dict[str, Any]:
     """Write `backend`'s artefacts into `folder` (work files beside them are removed by the
     caller); the export's record."""
-    from curation.dedup import exports
+    from embedding import exports
 
     started = time.perf_counter()
     record: dict[str, Any] = {"backend": backend, "recipe": RECIPES[backend], "model": model_id_of(model_path).rsplit("/", 1)[0], "tools": _tool_versions()}
@@ -319,7 +348,7 @@ class ExportedEncoder:
         self._meter = ReadabilityMeter.from_model_folder(model_path, max_seq_length=max_seq_length - SPECIAL_TOKENS)
 
     def unreadable(self, texts: Sequence[str]) -> list[float]:
-        """The share of each text this model's tokenizer cannot represent (`curation.dedup.readability`)."""
+        """The share of each text this model's tokenizer cannot represent (`embedding.readability`)."""
         return self._meter.shares(texts)
 
     def encode(self, texts: Sequence[str]) -> Vectors:
@@ -336,7 +365,7 @@ class ExportedEncoder:
 
 def load_encoder(
     path: str | Path | None = None, backend: str = DEFAULT_BACKEND, *, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, cache_dir: str | Path = DEFAULT_CACHE_DIR
-) -> Encoder:
+) -> SentenceTransformerEncoder | ExportedEncoder:
     """The encoder for the model in `path` run by `backend`; its `model_id` is
     `backend_model_id(path, backend, max_seq_length=max_seq_length)`."""
     if check_backend(backend) == "torch":
