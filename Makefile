@@ -4,9 +4,20 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-# PyTorch is installed before anything that depends on it, so pip never picks a multi-GB CUDA
-# build. Override for another platform, e.g. `make TORCH_SPEC='torch==2.9.1' test`.
+# Every install takes exactly the versions (and files, by hash) of a lock in requirements/, made by
+# `make lock` with uv for Python 3.11 on linux x86_64: dev.lock (everything: `make setup`, CI),
+# full.lock and api.lock (the image's targets). PyTorch's pin in them is TORCH_SPEC, a CPU build, so
+# pip never sees a multi-GB CUDA one. Another platform or version: `make TORCH_SPEC='torch==2.9.1'
+# lock setup` rewrites the locks for it (setup stops while the lock's torch is not TORCH_SPEC's).
 TORCH_SPEC ?= torch==2.13.0
+LOCK := requirements/dev.lock
+# uv does not read pip's configuration: the locks are resolved against the indexes pip is
+# configured with (on these machines the local index that holds PyTorch's CPU wheel). Elsewhere,
+# e.g. LOCK_INDEXES='--extra-index-url https://download.pytorch.org/whl/cpu'.
+LOCK_INDEXES ?= $(addprefix --find-links ,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)) \
+	$(addprefix --extra-index-url ,$(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null))
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--index-strategy unsafe-best-match --no-emit-package goldenset-client --custom-compile-command 'make lock' $(LOCK_INDEXES) pyproject.toml
 # Every database test runs once per backend listed here.
 TEST_DATABASES ?= sqlite,postgresql
 TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
@@ -18,19 +29,35 @@ SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
 SAMPLE_MAPPING := examples/mappings/cisa_kev.yaml
 SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
-.PHONY: setup browser run test test-fast lint typecheck unit clean
+.PHONY: setup lock browser run test test-fast lint typecheck unit clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed: $(LOCK) pyproject.toml clients/python/pyproject.toml
+	@grep -Eq '^torch==$(subst torch==,,$(TORCH_SPEC))(\+[a-z0-9.]+)? ' $(LOCK) || { \
+	  echo "$(LOCK) does not pin $(TORCH_SPEC): run make TORCH_SPEC='$(TORCH_SPEC)' lock setup" >&2; exit 1; }
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[dev]'
+	@# The lock's versions, each file checked against its hash; nothing is resolved, so nothing comes
+	@# in at another version or build. Then this repository's two distributions, editable.
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e ./clients/python -e .
+	$(BIN)/python -m pip check >/dev/null || { $(BIN)/python -m pip check; echo "$(LOCK) does not cover the dependencies: run make lock" >&2; exit 1; }
 	@# The default (auto) embedding backend: openvino and openvino-int8 exported once from the bundled
 	@# weights (offline) and timed on this machine; the faster is recorded and used.
 	HF_HUB_OFFLINE=1 $(BIN)/python -c "from embedding.backend_choice import machine_choice; print('embedding backend on this machine:', machine_choice())"
 	touch $@
+
+# Rewrites the locks from pyproject.toml (after changing a dependency, or TORCH_SPEC). full.lock and
+# api.lock are constrained by dev.lock, so every lock names the same version of a package. uv comes
+# from dev.lock, installed into the virtual environment if it is not there yet.
+lock:
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "$$(grep -Eo '^uv==[^ ]+' $(LOCK))"
+	echo '$(TORCH_SPEC)' > $(VENV)/torch-constraint.txt
+	$(UV_COMPILE) --extra embeddings --extra otel --extra dev --constraint $(VENV)/torch-constraint.txt --output-file $(LOCK)
+	$(UV_COMPILE) --extra embeddings --extra otel --constraint $(LOCK) --output-file requirements/full.lock
+	$(UV_COMPILE) --extra otel --constraint $(LOCK) --output-file requirements/api.lock
 
 # The web UI tests drive Debian's Chromium through Playwright (Playwright's own browser download
 # is not used). Installed here when missing and running as root; otherwise says how.

@@ -4,10 +4,10 @@ probes (`curation.evidence.probe_runner`) and the `http` embedding backend.
 
 Contract:
 
-- `retry_after_seconds(response, now)` is the Python client's (`goldenset_client.retry`), so the
-  service and its client read `Retry-After`, `RateLimit-Reset` and `X-RateLimit-Reset` (with its
-  `…-Remaining: 0`) the same way: seconds to wait, or None when the answer names no usable wait.
-  Never raises. See that module for the forms honoured and their order.
+- `retry_after_seconds(response, now)` is `goldenset_retry`'s, the neutral package the Python
+  client uses too, so the service and its client read `Retry-After`, `RateLimit-Reset` and
+  `X-RateLimit-Reset` (with its `…-Remaining: 0`) the same way: seconds to wait, or None when the
+  answer names no usable wait. Never raises. See that package for the forms honoured and their order.
 - `Retryable` is the exception a caller raises for an attempt worth another try, carrying that
   wait (`wait_hint`; None when the server named none or there was no answer).
 - `wait_hint_or_backoff(...)` builds a tenacity `wait=`: the hint of a `Retryable`, capped at the
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from goldenset_client.retry import retry_after_seconds
+from goldenset_retry import retry_after_seconds
 from tenacity import RetryCallState, wait_exponential_jitter
 
 __all__ = ["Retryable", "WaitStrategy", "retry_after_seconds", "wait_hint_or_backoff"]

@@ -78,7 +78,9 @@ class LazyCommands(TyperGroup):
 
     def invoke(self, ctx: Context) -> object:
         """Run the command; a decision the domain refuses is answered here, once for every command
-        (`service.core.terminal.refusal_exit`), so no command catches a refusal itself."""
+        (`service.core.terminal.refusal_exit`), so no command catches a refusal itself. So is a
+        command that needs the embedding model in an install without the `embeddings` extra: one
+        line naming it, exit status 2 (`service.core.embedding_extra`)."""
         from curation.refusals import Refused
 
         try:
@@ -87,6 +89,17 @@ class LazyCommands(TyperGroup):
             from service.core.terminal import refusal_exit
 
             raise refusal_exit(exc) from exc
+        except ModuleNotFoundError as exc:
+            from rich.markup import escape
+
+            from service.core.embedding_extra import missing_embeddings
+            from service.core.terminal import EXIT_USAGE, err
+
+            message = missing_embeddings(exc)
+            if message is None:
+                raise
+            err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from None
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         self.listing = True

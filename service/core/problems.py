@@ -8,7 +8,9 @@ write that could not get the database's lock in time (SQLite's "database is lock
 PostgreSQL deadlock or serialization failure) is 503 with `Retry-After`: nothing was written, and
 sending it again is safe. Neither is a 500. A request that found no free pooled connection within
 GOLDENSET_DB_POOL_TIMEOUT is 503 with `Retry-After` as well. A decision the domain refused
-(`curation.refusals.Refused`) is answered by one handler, with its status, detail and `reason`."""
+(`curation.refusals.Refused`) is answered by one handler, with its status, detail and `reason`.
+A request that needs the embedding model in an install without the `embeddings` extra is 503
+naming the extra (`service.core.embedding_extra`)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curation.refusals import Refused
 from service.core.admission import api_routes
+from service.core.embedding_extra import missing_embeddings
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 BUSY_RETRY_AFTER_SECONDS = 1
@@ -186,6 +189,13 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _refused(request: Request, exc: Refused) -> JSONResponse:
         problem = refusal_problem(exc)
         return problem_response(problem.status, problem.title, problem.detail, instance=request.url.path, headers=problem.headers, **problem.extra)
+
+    @app.exception_handler(ModuleNotFoundError)
+    async def _without_embeddings(request: Request, exc: ModuleNotFoundError) -> JSONResponse:
+        message = missing_embeddings(exc)
+        if message is None:
+            raise exc  # a bug (500)
+        return problem_response(503, "Service Unavailable", message, instance=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

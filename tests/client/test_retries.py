@@ -1,7 +1,7 @@
 """Retries over `httpx.MockTransport`: overload, rate limits (waiting as the server asks) and lost
 connections are retried, a run start keeps one Idempotency-Key throughout, refusals are raised at
 once as typed errors, and a request that may have taken effect is not sent twice. Also the
-pure timing functions of `goldenset_client.retry`."""
+pure timing functions of `goldenset_retry`, which the client re-exports."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from email.utils import formatdate
 from typing import Any
 
+import goldenset_retry
 import httpx
 import pytest
 from goldenset_client import AsyncClient, Client, Conflict, Forbidden, GoldensetUnavailable, InvalidRequest, NotFound, RateLimited, ServerError, Unauthorized
@@ -173,8 +174,9 @@ def test_server_waits_are_read_in_every_form() -> None:
     assert wait(503, {"RateLimit-Reset": "12", "RateLimit-Remaining": "3"}) is None
     assert wait(503, {"X-RateLimit-Reset": str(int(NOW) + 40), "X-RateLimit-Remaining": "0"}) == 40.0
     assert wait(503, {"Retry-After": "soon"}) is None
-    # ingest's connectors, probes and embedding backend read waits with the very same function.
-    assert ingest.http.retry_after_seconds is client_retry.retry_after_seconds
+    # ingest's connectors, probes and embedding backend read waits with the very same function,
+    # from the neutral package both use.
+    assert ingest.http.retry_after_seconds is client_retry.retry_after_seconds is goldenset_retry.retry_after_seconds
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:

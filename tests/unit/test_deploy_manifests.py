@@ -447,18 +447,26 @@ def test_secret_template_is_refused_until_edited_and_then_starts(monkeypatch: py
 # --- the image ---------------------------------------------------------------------------------------
 
 
-def test_image_builds_from_the_makefile_pins_and_runs_as_non_root_on_a_writable_data_dir() -> None:
+def test_image_targets_install_their_locks_and_run_as_non_root_on_a_writable_data_dir() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
-    makefile_torch = re.search(r"^TORCH_SPEC \?= (\S+)$", (REPO_ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
-    assert makefile_torch and f'ARG TORCH_SPEC="{makefile_torch[1]}"' in dockerfile
-    assert re.search(r'^ARG TORCH_INDEX_URL="https://\S+"$', dockerfile, re.MULTILINE)
-    torch_install = dockerfile.index('"${TORCH_SPEC}"')
-    assert torch_install < dockerfile.index("pip install --no-cache-dir --constraint"), "PyTorch first, then the project"
-    user = re.findall(r"^USER (\S+)$", dockerfile, re.MULTILINE)
-    assert len(user) == 1 and user[0].split(":")[0].isdigit() and user[0].split(":")[0] != "0", "a numeric non-root uid (runAsNonRoot can check it)"
-    uid = user[0].split(":")[0]
-    assert re.search(rf"install --directory --owner {uid} .* /data$", dockerfile, re.MULTILINE)
-    assert re.findall(r"^WORKDIR (\S+)$", dockerfile, re.MULTILINE)[-1] == "/data"
+    stages = dict(re.findall(r"^FROM \S+ AS (\S+)\n(.*?)(?=^FROM |\Z)", dockerfile, re.MULTILINE | re.DOTALL))
+    assert list(stages) == ["base", "api", "full"], "full last: a plain `docker build` builds every role's image"
+    # Each target installs exactly its lock, by hash, nothing resolved; PyTorch's CPU build comes from TORCH_INDEX_URL.
+    assert "requirements/api.lock" in stages["api"] and "TORCH_INDEX_URL" not in stages["api"]
+    assert "requirements/full.lock" in stages["full"] and re.search(r'^ARG TORCH_INDEX_URL="https://\S+"$', stages["full"], re.MULTILINE)
+    for name in ("api", "full"):
+        stage = stages[name]
+        assert re.search(r"pip install --no-cache-dir --require-hashes --no-deps .*-r requirements/\w+\.lock", stage), name
+        assert "pip install --no-cache-dir --no-deps ./clients/python ." in stage and "pip check" in stage, name
+        user = re.findall(r"^USER (\S+)$", stage, re.MULTILINE)
+        assert len(user) == 1 and user[0].split(":")[0].isdigit() and user[0].split(":")[0] != "0", f"{name}: a numeric non-root uid (runAsNonRoot can check it)"
+        assert re.findall(r"^WORKDIR (\S+)$", stage, re.MULTILINE)[-1] == "/data", name
+        assert "/healthz" in stage.split("HEALTHCHECK", 1)[1].splitlines()[1], name
+    assert re.findall(r"^CMD (.*)$", stages["api"], re.MULTILINE) == ['["goldenset", "serve", "--no-scheduler", "--host", "0.0.0.0", "--port", "8000"]']
+    uid = re.findall(r"^USER (\S+)$", stages["full"], re.MULTILINE)[0].split(":")[0]
+    assert re.search(rf"install --directory --owner {uid} .* /data$", stages["base"], re.MULTILINE)
     env = _dockerfile_env()
     assert env["GOLDENSET_DATABASE_URL"] == "sqlite:////data/goldenset.db" and env["HOME"] == "/data"
-    assert "/healthz" in dockerfile.split("HEALTHCHECK", 1)[1].splitlines()[1]
+    ignored = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+    copied = re.findall(r"^COPY (\S+) ", dockerfile, re.MULTILINE)
+    assert {f"!{path}" for path in copied} <= set(ignored), "everything the image copies is in the build context"
