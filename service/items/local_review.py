@@ -27,12 +27,11 @@ from schemas.item import Item
 from schemas.review import Decision, ReviewUndone, SealedReviewWindow
 from schemas.source import Source
 from service.core.attempts import attempt
-from service.core.db import write_transaction
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, err, fail, out
 from service.dedup.reads import low_margin_for_readers
 from service.evals.review_queue import QueueFilters
-from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
 from service.items.review_cli import Neighbour, item_panel, review_pass
 from service.items.shaping import shape_items
 
@@ -98,14 +97,11 @@ def _rule_not_duplicate(session: Session, *, item_id: int, note: str) -> None:
 
 def _opened(engine: Engine, evaluation: Eval) -> SealedReviewWindow | SealedReviewBudgetSpent:
     """The command line's window on `evaluation`, opened (or found open) in a unit of work of its
-    own; or the spent budget, whose refusal is audited and committed all the same."""
-    with write_transaction(engine) as session:
-        current = session.get(Eval, evaluation.id)
-        assert current is not None
-        try:
-            return open_sealed_review(session=session, evaluation=current, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
-        except SealedReviewBudgetSpent as spent:
-            return spent
+    own; or the spent budget, whose refusal is audited in a unit of work of its own."""
+    try:
+        return open_sealed_review_window(engine, evaluation=evaluation, token_id=None, actor=CLI_ACTOR, hours=get_settings().sealed_run_read_hours)
+    except SealedReviewBudgetSpent as spent:
+        return spent
 
 
 def open_window(engine: Engine, evaluation: Eval) -> SealedReviewWindow:

@@ -42,11 +42,11 @@ from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQue
 from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
-from service.core.deps import WriteSessionDep
+from service.core.deps import SessionDep, WriteSessionDep, hand_back_connection
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
-from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review, serve_queue
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
 from service.items.shaping import ShownItem, shape_items
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.refusals import shows_refusal
@@ -365,15 +365,18 @@ def open_sealed_view(
     request: Request,
     name: str,
     place: FormPlace,
-    session: WriteSessionDep,
+    session: SessionDep,
 ) -> RedirectResponse:
-    """Open the person's sealed review window on the eval. A spent budget is said in a notice, and
-    its refusal, audited, is committed with the request like an opening."""
+    """Open the person's sealed review window on the eval, in a unit of work of its own once the
+    request's connection is handed back. A spent budget is said in a notice, and its refusal is
+    audited all the same (`open_sealed_review_window`)."""
     who = need(request, Scope.SEALED, "The sealed view")
     need(request, Scope.CURATE, "The sealed view")
     hours = request.app.state.settings.sealed_run_read_hours
+    evaluation = _eval(session, name)
+    hand_back_connection(session)
     try:
-        window = open_sealed_review(session=session, evaluation=_eval(session, name), token_id=who.token_id, actor=who.actor, hours=hours)
+        window = open_sealed_review_window(request.app.state.engine, evaluation=evaluation, token_id=who.token_id, actor=who.actor, hours=hours)
     except SealedReviewBudgetSpent as exc:
         return done(_url(name, place), f"The sealed view did not open: {exc}")
     opened = "opened" if window.opened else "already open"
