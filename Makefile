@@ -54,8 +54,8 @@ $(VENV)/.installed: $(LOCK) pyproject.toml clients/python/pyproject.toml
 lock:
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "$$(grep -Eo '^uv==[^ ]+' $(LOCK))"
-	echo '$(TORCH_SPEC)' > $(VENV)/torch-constraint.txt
-	$(UV_COMPILE) --extra embeddings --extra otel --extra dev --constraint $(VENV)/torch-constraint.txt --output-file $(LOCK)
+	printf '# The TORCH_SPEC the locks were made with (make lock).\n%s\n' '$(TORCH_SPEC)' > requirements/torch.txt
+	$(UV_COMPILE) --extra embeddings --extra otel --extra dev --constraint requirements/torch.txt --output-file $(LOCK)
 	$(UV_COMPILE) --extra embeddings --extra otel --constraint $(LOCK) --output-file requirements/full.lock
 	$(UV_COMPILE) --extra otel --constraint $(LOCK) --output-file requirements/api.lock
 
