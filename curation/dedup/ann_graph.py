@@ -44,8 +44,9 @@ class AnnConfig:
 
     `min_items`: a pool of at least this many embedded items is searched through the graph, a
     smaller one exactly; its graph is kept by the `IndexFiles` the caller hands in (none: built in
-    memory at every load, never saved). `connectivity` (HNSW's M), `ef_construction` and `ef_search`: the graph's build and
-    search breadth. `pool`: the least number of candidates a query ranks exactly (at least twice `k`).
+    memory at every load, never saved). `connectivity` (HNSW's M), `ef_construction` and
+    `ef_search`: the graph's build and search breadth. `pool`: the least number of candidates a
+    query ranks exactly (at least twice `k`).
     `exact_below`: a `before=` query that leaves fewer items of the graph than this ranks them all
     exactly (a narrow filter starves a graph search). `rebuild_share`: a file whose items changed or missing from it exceed this share of it is
     rebuilt at load instead of being completed.
