@@ -1,4 +1,5 @@
-"""Fixtures of the integration tests."""
+"""The real embedding model as a fixture, `encoder`, for the tests that curate with it (registered
+by `tests/conftest.py`)."""
 
 from __future__ import annotations
 

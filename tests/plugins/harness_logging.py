@@ -1,5 +1,7 @@
 """The harnesses configure logging for the whole process (Inspect AI sets levels on `httpx` and
-`uvicorn.error`, adds a root handler and filters): each test here leaves logging as it found it."""
+`uvicorn.error`, adds a root handler and filters): a test that runs one asks for `logging_restored`
+(`pytestmark = pytest.mark.usefixtures("logging_restored")`) and leaves logging as it found it.
+Registered by `tests/conftest.py`."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def logging_restored() -> Iterator[None]:
+    """Every logger's level, handlers, filters and flags put back after the test; loggers it added reset."""
     loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger))]
     saved = {logger: (logger.level, logger.handlers[:], logger.filters[:], logger.disabled, logger.propagate) for logger in loggers}
     yield

@@ -1,7 +1,7 @@
 """The eval pipeline over `goldenset_client.Client` against a real server: a run started, its items
 paged through, scores posted and read back, exposure reports, a gate's refusal as `Forbidden`; and
 the example pipeline (`examples/eval_pipeline.py`, which needs only the client distribution) run
-end to end. Retries and typed errors over a mock transport are in `tests/client/test_retries.py`."""
+end to end. Retries and typed errors over a mock transport are in `tests/client/unit/test_retries.py`."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from tests.run_support import Released, released_eval
 
 CUTOFF = date(2024, 3, 1)
 
-pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+pytestmark = [pytest.mark.usefixtures("logging_restored"), pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")]
 
 
 @pytest.fixture(autouse=True)

@@ -17,13 +17,13 @@ from schemas.source import Source
 from schemas.token import ApiToken
 from service.core.crypto import sha256_hex
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDENSET = [sys.executable, "-m", "service.cli"]
 NO_CURATION = {"GOLDENSET_CURATE_AFTER_INGEST": "false"}
 
 
 def run(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    # Curation after ingest (which loads the embedding model) is tested in tests/e2e/test_curate_cli.py.
+    # Curation after ingest (which loads the embedding model) is tested in tests/dedup/e2e/test_curate_cli.py.
     env = {**os.environ, **NO_CURATION, "GOLDENSET_DATABASE_URL": database_url, "COLUMNS": "200", "GOLDENSET_SECRET_KEY": "cli-test-secret-key-0123456789abcdef"}
     return subprocess.run([*GOLDENSET, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
 

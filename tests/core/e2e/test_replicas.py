@@ -42,7 +42,7 @@ from tests.processes import Replica, replicas, start_scheduler, start_serve
 
 BATCH = 50
 CLUSTERS = 25
-PARAPHRASES = Path(__file__).resolve().parents[1] / "support" / "hadoop_paraphrases.json"
+PARAPHRASES = Path(__file__).resolve().parents[2] / "support" / "hadoop_paraphrases.json"
 CURATION_SECONDS = 300
 
 

@@ -16,7 +16,7 @@ from schemas.token import ApiToken
 from service.core.db import write_transaction
 from service.core.tokens import BOOTSTRAP_TOKEN_NAME, create_token, ensure_bootstrap_admin, revoke_token
 from tests.conftest import LiveServer
-from tests.e2e.test_cli import run
+from tests.core.e2e.test_cli import run
 
 BOOTSTRAP_TOKEN = "bootstrap-admin-token-0123456789abcdef0123"
 

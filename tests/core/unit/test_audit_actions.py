@@ -11,7 +11,7 @@ from pathlib import Path
 from schemas.audit import AuditAction
 from schemas.lifecycle import ItemAction
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("schemas", "ingest", "curation", "embedding", "service")
 HOMES = {ROOT / "schemas" / "audit.py", ROOT / "schemas" / "lifecycle.py"}
 ACTION = re.compile(r"^(item|items|release|run|eval|source|token|ui|probe|corpus|dedup|model|endpoint)\.[a-z_]+$")

@@ -16,7 +16,7 @@ The service hands curation a `now`, a `curation.clock.Clock` or a timer instead,
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENVIRONMENT = {"environ", "getenv", "putenv", "unsetenv"}
 TIME_READS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time", "process_time_ns"}
 DATE_READS = {"now", "utcnow", "today"}

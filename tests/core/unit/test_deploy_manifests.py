@@ -30,7 +30,7 @@ from referencing import Registry, Resource
 
 from service.core.settings import ENV_PREFIX, Settings
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = REPO_ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 # The oldest Kubernetes minor still commonly run, and the newest the schema package ships.

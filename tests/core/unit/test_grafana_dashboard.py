@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from service.core.metrics import Metrics
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "goldenset-dashboard.json"
+DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "goldenset-dashboard.json"
 METRIC_NAME = re.compile(r"\bgoldenset_[a-z0-9_]+")
 # What Prometheus's text format adds to a family's name in its samples.
 SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")

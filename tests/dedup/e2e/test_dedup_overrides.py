@@ -25,8 +25,8 @@ from service.core.settings import Settings
 from service.dedup.runner import run_curation, run_redecide, run_refingerprint
 from service.sources.definitions import create_source
 from tests.conftest import LiveServer
+from tests.dedup.integration.test_refingerprint import AnotherModel
 from tests.dedup_support import HADOOP_MAPPING, MemoEncoder, curated_pool, hadoop_reports, ingest, planted, shared_encoder
-from tests.integration.test_refingerprint import AnotherModel
 
 PROBLEM = "application/problem+json"
 

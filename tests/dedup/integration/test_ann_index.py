@@ -27,9 +27,9 @@ from schemas.common import utcnow
 from schemas.dedup import DedupDecision, Embedding, ItemFingerprint
 from schemas.item import Item
 from service.core.db import make_engine, migrate, write_session
+from tests.dedup.unit.test_ann_index import GRAPH
 from tests.dedup_support import hadoop_reports, ingest, planted
 from tests.eval_support import HashingEncoder
-from tests.unit.test_ann_index import GRAPH
 
 POOL = 1000
 LATER = 300
@@ -53,7 +53,7 @@ EXACT = _Setup(DedupConfig())
 
 
 def _config(folder: Path, **ann: Any) -> _Setup:
-    """The approximate index forced on, kept in `folder`, with the denser graph that hashed word counts need (tests/unit/test_ann_index.py)."""
+    """The approximate index forced on, kept in `folder`, with the denser graph that hashed word counts need (tests/dedup/unit/test_ann_index.py)."""
     return _Setup(DedupConfig(ann=dataclasses.replace(GRAPH, **ann)), IndexFolder(folder))
 
 

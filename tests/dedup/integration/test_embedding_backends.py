@@ -28,7 +28,7 @@ from schemas.source import Source
 from service.core.settings import Settings
 from service.dedup.encoder import effective_backend, get_encoder, model_identity
 
-SUPPORT = Path(__file__).resolve().parents[1] / "support"
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
 # Worst and mean cosine to PyTorch fp32 over the texts below: fp32 exports agree to rounding;
 # int8 ones lose a little (most on the empty text), as bench/embedding_backends.py measures.
 FLOORS = {"onnx": (0.9999, 0.9999), "onnx-int8": (0.93, 0.985), "openvino": (0.9999, 0.9999), "openvino-int8": (0.93, 0.985)}

@@ -15,7 +15,7 @@ import pytest
 
 from embedding.http_encoder import EmbeddingServiceError, embeddings_url, http_model_id, parse_answer, shown_url
 
-SHAPES = Path(__file__).resolve().parents[1] / "support" / "embeddings_api"
+SHAPES = Path(__file__).resolve().parents[2] / "support" / "embeddings_api"
 EXPECTED = np.array([[0.5, -0.25, 0.125, 0.8], [-0.1, 0.3, 0.9, 0.05]], dtype=np.float64)
 EXPECTED /= np.linalg.norm(EXPECTED, axis=1, keepdims=True)
 

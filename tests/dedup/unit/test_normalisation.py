@@ -75,7 +75,7 @@ def test_text_kinds(text: str, kind: TextKind) -> None:
 def test_skipping_a_mask_whose_hint_is_absent_changes_no_normalised_text() -> None:
     """Every mask applied to every text (no hints) gives what `normalise_text` gives, on the real
     reports, KEV records and log lines of the shared data and on texts holding each hint."""
-    data = Path(__file__).resolve().parents[3] / "shared" / "data"
+    data = Path(__file__).resolve().parents[4] / "shared" / "data"
     texts = [
         r"C:\Users\x\y.txt at 0XFF 2024-01-02T03:04:05Z Sun Jun 19 04:08:53 2005 <IPV4> `x` **y** __z__ ~~w~~ {code:java} http://a/b /a/b/c fe80::1",
     ]

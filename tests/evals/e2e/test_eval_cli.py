@@ -15,7 +15,7 @@ from schemas.item import Item
 from service.cli import app
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 from tests.support.command_line import REVIEW_MODULES, command_line
 
 

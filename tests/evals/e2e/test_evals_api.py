@@ -13,7 +13,7 @@ from schemas.audit import AuditEvent
 from tests.conftest import LiveServer
 from tests.eval_support import ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 
 def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine: Engine) -> None:

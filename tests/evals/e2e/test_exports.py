@@ -24,6 +24,8 @@ from tests.support.command_line import command_line
 
 LM_EVAL = Path(sys.executable).with_name("lm_eval")
 
+pytestmark = pytest.mark.usefixtures("logging_restored")
+
 
 @pytest.fixture
 def hf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

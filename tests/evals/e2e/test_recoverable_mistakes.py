@@ -21,7 +21,7 @@ from service.cli import app
 from service.core.sessions import LOGIN_CSRF_COOKIE
 from tests.conftest import LiveServer
 from tests.eval_support import HashingEncoder, ingest_and_curate
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 from tests.run_support import register
 from tests.support.command_line import command_line
 

@@ -23,7 +23,7 @@ from service.app import create_app
 from service.evals.content_cache import ReleaseContentCache
 from tests.conftest import LiveServer, make_settings, serve
 from tests.eval_support import ingest_and_curate
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 DEFINITION = {"name": "ops", "sources": ["kev"], "target_size": 20, "approval_policy": "auto", "max_age_days": None, "sealed_fraction": 0.5, "sealed_read_budget": 2}
 ITEMS = "/v1/evals/ops/releases/{ref}/items"

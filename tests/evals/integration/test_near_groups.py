@@ -32,7 +32,7 @@ from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import HADOOP_MAPPING, hadoop_reports, planted
 from tests.dedup_support import ingest as ingest_records
 from tests.eval_support import HashingEncoder, ingest_and_curate
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 KEY = b"n" * 32
 OTHER_KEY = b"m" * 32

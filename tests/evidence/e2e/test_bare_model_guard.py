@@ -13,7 +13,7 @@ from schemas.audit import AuditEvent
 from schemas.model_registry import TrainsOnInputs
 from schemas.probes import Probe
 from tests.conftest import LiveServer
-from tests.e2e.test_probe_service import wait_for
+from tests.evidence.e2e.test_probe_service import wait_for
 from tests.evidence_support import register_model
 from tests.run_support import released_eval
 from tests.support.ngram_server import WordNgramModel, serve_model

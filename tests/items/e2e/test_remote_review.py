@@ -19,9 +19,9 @@ from schemas.item import Item
 from service.app import create_app
 from service.core.settings import Settings
 from tests.conftest import LiveServer
-from tests.e2e.test_cli_front_door import GOLDENSET
+from tests.core.e2e.test_cli_front_door import GOLDENSET
 from tests.eval_support import HashingEncoder, ingest_and_curate, item_ids_by_external_id
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from service.cli import app
 from service.core.db import write_transaction
 from tests.eval_support import HashingEncoder, ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 from tests.support.command_line import REVIEW_MODULES, command_line
 
 LONG_TAIL = "tailmarker-past-six-hundred"

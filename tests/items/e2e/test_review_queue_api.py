@@ -17,7 +17,7 @@ from service.items.shaping import withheld
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.eval_support import ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as _ids
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 PROBLEM = "application/problem+json"
 NOTE_TITLES = {

@@ -11,7 +11,7 @@ from pathlib import Path
 from schemas.item import Item
 from service.items.shaping import ShownItem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ITEM_MODELS = {"ItemRead", "ItemDetail"}
 SHAPING = ROOT / "service" / "items" / "shaping.py"
 

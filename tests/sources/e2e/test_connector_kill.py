@@ -24,7 +24,7 @@ from tests.conftest import TEST_SECRET_KEY
 from tests.replay.cases import CASES
 from tests.replay.server import Reply, Request, serve
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _count(engine: Engine) -> int:

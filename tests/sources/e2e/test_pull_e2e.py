@@ -27,7 +27,7 @@ from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.replay.jira import JiraReplay, hadoop_issues
 from tests.replay.server import ReplayServer, Reply, Request, serve
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def installed_plugin(tmp_path: Path) -> Iterator[None]:
     dist = tmp_path / "goldenset_statuspage-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: goldenset-statuspage\nVersion: 0.1\n")
-    plugin = "tests.plugins.statuspage:StatuspageConnector"
+    plugin = "tests.support.statuspage:StatuspageConnector"
     (dist / "entry_points.txt").write_text(f"[goldenset.connectors]\nstatuspage = {plugin}\njira = {plugin}\n")
     sys.path.insert(0, str(tmp_path))
     connector_targets.cache_clear()

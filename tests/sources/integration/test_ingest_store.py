@@ -20,7 +20,7 @@ from schemas.source import Source
 from service.sources.ingestion import ingest_records
 from tests.support.units import units_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _source(session: Session, name: str = "ops") -> Source:

@@ -1,4 +1,4 @@
-"""incident.io beyond the shared contract (tests/integration/test_connector_contract.py): the
+"""incident.io beyond the shared contract (tests/sources/integration/test_connector_contract.py): the
 postmortem, or else a closed incident's updates, as the reference; dated by "Reported at"; test
 incidents left out unless asked for; the mark read back by date; the configuration checked."""
 

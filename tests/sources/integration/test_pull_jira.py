@@ -258,7 +258,7 @@ def test_v2_search_is_refused_for_a_cloud_site_and_chosen_for_a_server(engine: E
 def test_a_null_description_from_jira_server_renders_as_nothing(engine: Engine) -> None:
     """Jira Server answers `"description": null` for an issue without one (the vendor's shape,
     tests/replay/vendor/jira_server_search.json): the default mapping's input holds no word `None`."""
-    answer = json.loads((Path(__file__).resolve().parents[1] / "replay" / "vendor" / "jira_server_search.json").read_text(encoding="utf-8"))
+    answer = json.loads((Path(__file__).resolve().parents[2] / "replay" / "vendor" / "jira_server_search.json").read_text(encoding="utf-8"))
     with serve(lambda request: Reply(json=answer)) as vendor:
         _create(engine, vendor.url, jql="")
         assert _pull(engine).new == 2

@@ -1,4 +1,4 @@
-"""Opsgenie beyond the shared contract (tests/integration/test_connector_contract.py): alerts and
+"""Opsgenie beyond the shared contract (tests/sources/integration/test_connector_contract.py): alerts and
 incidents in one source with their notes as the reference, notes paged, the EU host by region,
 an incident edited after a pull read again by the next, and the configuration checked."""
 

@@ -1,4 +1,4 @@
-"""Sentry beyond the shared contract (tests/integration/test_connector_contract.py): issues with
+"""Sentry beyond the shared contract (tests/sources/integration/test_connector_contract.py): issues with
 their resolution and comments as the reference, the mark and its lookback, cursors read from
 `Link` headers, the reset-based wait, and the configuration checked."""
 

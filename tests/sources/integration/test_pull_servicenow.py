@@ -1,4 +1,4 @@
-"""ServiceNow beyond the shared contract (tests/integration/test_connector_contract.py): display
+"""ServiceNow beyond the shared contract (tests/sources/integration/test_connector_contract.py): display
 values and stored values mapped into items, basic auth, a filter naming an unknown field refused
 (ServiceNow would ignore it and answer every record), and the configuration checked."""
 

@@ -5,7 +5,7 @@ import pytest
 
 from ingest.mapping import NATIVE_MAPPING, CompiledMapping, MappingError, RecordRejected, load_mapping, parse_mapping
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from ingest.redaction.detectors import SECRET_PLUGINS
 from ingest.redaction.redactor import PLACEHOLDER_RE, RedactionPolicy, Redactor
 
-REPORTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "gitbugs_hadoop" / "reports.jsonl"
+REPORTS = Path(__file__).resolve().parents[4] / "shared" / "data" / "gitbugs_hadoop" / "reports.jsonl"
 EMAIL_SHAPED = re.compile(r"[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 
 # Fake credentials of real formats (AWS's documented example key, jwt.io's example token, ...).

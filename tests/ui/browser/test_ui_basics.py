@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tests.browser.conftest import EVAL, Shots, UiServer, sign_in
+from tests.ui.browser.conftest import EVAL, Shots, UiServer, sign_in
 
 
 def test_a_person_signs_in_sees_the_overview_and_signs_out(page: Page, context: BrowserContext, ui_server: UiServer, shots: Shots) -> None:

@@ -23,8 +23,8 @@ from schemas.release import Release, ReleaseItem
 from schemas.source import Source
 from service.core.db import write_session
 from service.evals.refresh import refresh_eval
-from tests.browser.conftest import EVAL, Shots, UiServer, sign_in
 from tests.conftest import TEST_SECRET_KEY
+from tests.ui.browser.conftest import EVAL, Shots, UiServer, sign_in
 
 
 def _eval(engine: Engine) -> Eval:

@@ -21,10 +21,10 @@ from schemas.evals import EvalItem
 from schemas.item import Item, ItemRevision, ItemStatus, RevisionKind
 from service.core.db import write_session
 from service.items.shaping import withheld
-from tests.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in
 from tests.conftest import TEST_SECRET_KEY
 from tests.dedup_support import KEV_MAPPING, ingest
 from tests.eval_support import kev_records
+from tests.ui.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in
 
 SOURCE_NOTE = "The vendor rewrote the advisory in May."
 

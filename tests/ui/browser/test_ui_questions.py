@@ -17,9 +17,9 @@ from schemas.item import Item
 from service.core.db import write_session, write_transaction
 from service.evals.definitions import create_eval
 from service.items.shaping import withheld
-from tests.browser.conftest import SEAL_KEY, Shots, UiServer, make_tokens, sign_in
 from tests.conftest import TEST_SECRET_KEY
 from tests.question_support import ORIGINAL, PLANT, asked_world
+from tests.ui.browser.conftest import SEAL_KEY, Shots, UiServer, make_tokens, sign_in
 
 PAGE = "/ui/dedup/questions"
 

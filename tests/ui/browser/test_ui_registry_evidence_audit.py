@@ -33,9 +33,9 @@ from service.evidence.probes import prepare_probe
 from service.items.shaping import withheld
 from service.runs.model_registry import create_endpoint, create_model
 from service.runs.runs import post_results
-from tests.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in
 from tests.conftest import TEST_SECRET_KEY
 from tests.support.ngram_server import WordNgramModel, serve_model
+from tests.ui.browser.conftest import EVAL, Shots, UiServer, seed_pool, sign_in
 
 MODEL = "kev-ngram"
 SEALED_REASON = "sealed-reason-marker: the reviewer quoted this item"

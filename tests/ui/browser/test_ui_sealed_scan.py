@@ -21,9 +21,9 @@ from sqlmodel import Session, col, select
 from schemas.evals import EvalItem, Split
 from schemas.item import Item
 from service.items.shaping import withheld
-from tests.browser.conftest import EVAL, UiServer, seed_pool, sign_in
 from tests.conftest import TEST_SECRET_KEY
 from tests.sealed_support import ask_about
+from tests.ui.browser.conftest import EVAL, UiServer, seed_pool, sign_in
 
 MAX_PAGES = 400
 MAX_FORMS = 250

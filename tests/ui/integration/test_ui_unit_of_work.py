@@ -24,7 +24,7 @@ from service.core.tokens import create_token, revoke_token
 from service.ui.pages import NOTICE_COOKIE
 from tests.eval_support import ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as ids_of
-from tests.integration.test_refresh import kev
+from tests.evals.integration.test_refresh import kev
 
 
 @pytest.fixture
