@@ -94,13 +94,14 @@ typecheck: setup
 test: setup browser lint typecheck
 	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -n $(TEST_WORKERS)
 
-# The fast tier, for the edit-test loop: unit and integration tests on SQLite (no server process,
-# browser or PostgreSQL). `make test` remains the whole suite.
+# The fast tier, for the edit-test loop: the tests marked unit or integration, of every domain, on
+# SQLite (no server process, browser or PostgreSQL). A test's kind is its folder, tests/<domain>/<kind>/
+# (tests/plugins/kinds.py). `make test` remains the whole suite.
 test-fast: setup lint
-	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -n $(TEST_WORKERS) tests/unit tests/integration
+	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -n $(TEST_WORKERS) -m "unit or integration"
 
 unit: setup
-	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest tests/unit
+	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -m unit
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache *.egg-info

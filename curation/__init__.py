@@ -14,7 +14,7 @@ What it works with beyond the database is handed in too: the embedding model and
 index's files (the service builds them from `embedding`, through the protocols
 `curation.dedup.embeddings.Encoder` and `curation.dedup.index_files.IndexFiles`), and the clock
 (`curation.clock`: a time, or a callable that gives it). Curation never reads the clock or the
-environment itself (`tests/unit/test_curation_is_handed.py`).
+environment itself (`tests/core/unit/test_curation_is_handed.py`).
 May use: `schemas`; from `ingest`, only the normalisation helpers (`ingest.normalisation`) and
 the outbound-HTTP retry timing (`ingest.http`). Never `service`, `embedding` or the web framework.
 """

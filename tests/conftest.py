@@ -3,6 +3,12 @@ GOLDENSET_TEST_DATABASES (default `sqlite`; `make test` and CI use `sqlite,postg
 and a real uvicorn server on loopback.
 
 PostgreSQL is never skipped: when it is asked for and unreachable, the tests that need it error.
+
+The tests are grouped by domain, then by kind: `tests/<domain>/<kind>/test_*.py`. The plugins below
+mark each test with its kind (`tests.plugins.kinds`) and give every domain the fixtures that more
+than one uses: the real embedding model (`encoder`) and logging put back after a harness
+(`logging_restored`). Fixtures of one folder stay in its conftest (`tests/ui/browser/`,
+`tests/core/e2e/`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ BACKENDS = [name.strip() for name in os.environ.get("GOLDENSET_TEST_DATABASES", 
 POSTGRES_URL = os.environ.get("GOLDENSET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TEST_SECRET_KEY = "test-secret-key-0123456789abcdef0123456789abcdef"
 TEST_RATE_LIMIT = "100000/minute"
+
+pytest_plugins = ("tests.plugins.kinds", "tests.plugins.embedding_model", "tests.plugins.harness_logging")
 
 
 def _pg_admin() -> psycopg.Connection[tuple[object, ...]]:

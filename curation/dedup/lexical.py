@@ -4,7 +4,7 @@ frequencies taken from the list itself (no corpus-wide index to keep).
 `pair_similarity` is the same measure for one pair, computed without a vectorizer from n-gram
 counts kept per text (`character_grams`), so a text weighed against several others is read once:
 about a quarter of the cost of `lexical_similarity` on a pair, equal to it to 1e-9
-(tests/unit/test_lexical.py)."""
+(tests/dedup/unit/test_lexical.py)."""
 
 from __future__ import annotations
 

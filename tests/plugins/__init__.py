@@ -1,0 +1,1 @@
+"""pytest plugins that `tests/conftest.py` registers for every test: kinds, and the fixtures shared across domains."""

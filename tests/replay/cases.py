@@ -2,7 +2,7 @@
 (../shared/data), a configuration for a replay's URL, the records a full pull must store with
 their incident dates, and the vendor's own answers for the faults the contract injects (a 5xx, its
 429 with its rate-limit headers, a page without its array, refused credentials), a record made
-unmappable and an edit made while a pull runs. `tests/integration/test_connector_contract.py`
+unmappable and an edit made while a pull runs. `tests/sources/integration/test_connector_contract.py`
 runs one suite over every case."""
 
 from __future__ import annotations

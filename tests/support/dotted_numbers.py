@@ -3,7 +3,7 @@
 Each record is a dotted number (``a.b.c.d``, ``a.b.c``) or a dashed quad (``a-b-c-d``) drawn from a
 pool in ``../shared/data``, with the text around it, labelled by reading it: ``address`` (with its
 kind), ``version`` or ``other``. `dotted_numbers.md` beside this file gives the labelling rule, how
-the sample was drawn and the sources' licences. Used by `tests/unit/test_redaction_sample.py`
+the sample was drawn and the sources' licences. Used by `tests/sources/unit/test_redaction_sample.py`
 (pass/fail on the targets) and `bench/redaction_versions.py` (figures).
 """
 
