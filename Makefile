@@ -95,10 +95,10 @@ test: setup browser lint typecheck
 	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -n $(TEST_WORKERS)
 
 # The fast tier, for the edit-test loop: the tests marked unit or integration, of every domain, on
-# SQLite (no server process, browser or PostgreSQL). A test's kind is its folder, tests/<domain>/<kind>/
-# (tests/plugins/kinds.py). `make test` remains the whole suite.
+# SQLite (no server process, browser or PostgreSQL), collected from the kind folders only, so the
+# e2e and browser modules are not even imported. A test's kind is its folder (tests/plugins/kinds.py).
 test-fast: setup lint
-	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -n $(TEST_WORKERS) -m "unit or integration"
+	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -n $(TEST_WORKERS) -m "unit or integration" $(wildcard tests/*/unit tests/*/integration)
 
 unit: setup
 	GOLDENSET_TEST_DATABASES=sqlite $(BIN)/pytest -m unit
