@@ -28,10 +28,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Session
 
 from curation.refusals import Refused
-from service.core.db import make_engine, migrate, normalise_database_url, write_session
+from service.core.db import make_engine, migrate, normalise_database_url
 from service.core.remote import is_remote
 from service.core.settings import get_settings
 
@@ -137,11 +136,6 @@ def open_engine(*, create: bool = False) -> Engine:
     engine = make_engine(url)
     migrate(engine)
     return engine
-
-
-def open_write_session() -> Session:
-    """A write session on the configured database (`service.core.db.write_session`)."""
-    return write_session(open_engine())
 
 
 def print_secret(value: str) -> None:

@@ -30,7 +30,6 @@ from service.core.terminal import (
     err,
     fail,
     open_engine,
-    open_write_session,
     out,
     print_json,
     print_secret,
@@ -216,7 +215,7 @@ def source_list(as_json: JsonOption = False) -> None:
         if client is not None:
             sources = [SourceRead.model_validate(source.model_dump(mode="json")) for source in client.list_sources()]
         else:
-            with open_write_session() as session:
+            with Session(open_engine()) as session:
                 sources = list_sources(session=session)
     if as_json:
         print_json([source.model_dump(mode="json") for source in sources])
