@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from curation.dedup.embeddings import Encoder
 from service.core import routes as core_routes
+from service.core.concurrency import ConcurrentRequests
 from service.core.db import make_engine, write_transaction
 from service.core.disconnects import DisconnectRecovery
 from service.core.guard import RequestGuard
@@ -140,6 +141,8 @@ def create_app(
     install_release_read_audit(app)
     # Outside authentication and the audit of release reads, so a lost connection there is recovered too.
     app.add_middleware(DisconnectRecovery)
+    # Outside everything that may take a database connection, authentication included.
+    app.add_middleware(ConcurrentRequests, limit=settings.concurrent_requests)
     app.add_middleware(RequestContext, headers_for=_headers_for)
 
     def openapi() -> dict[str, Any]:

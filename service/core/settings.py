@@ -112,6 +112,15 @@ class Settings(BaseSettings):
     ann_folder: str = Field(default="./var/ann", description="Folder of the approximate index's files (one per database, model and vector kind), memory-mapped by every process.")
     db_pool_size: int = Field(default=10, ge=1, le=1000, description="PostgreSQL: connections each process keeps open (a request holds at most one, while its route runs).")
     db_max_overflow: int = Field(default=10, ge=0, le=1000, description="PostgreSQL: connections a process may open beyond `db_pool_size` when busy.")
+    concurrent_requests: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description=(
+            "Requests a process works on at once; the rest wait their turn in order, neither refused nor timed out. "
+            "At most `db_pool_size + db_max_overflow` (each request holds at most one connection); at most `db_pool_size` keeps the pool's connections open and reused."
+        ),
+    )
     db_pool_timeout: float = Field(
         default=1.0, gt=0, le=60, description="Seconds a request waits for a free database connection before it is answered 503 with Retry-After (the pool is saturated)."
     )
@@ -176,6 +185,16 @@ class Settings(BaseSettings):
             problems.append("GOLDENSET_ADMIN_TOKEN must be at least 32 random characters in production, or unset")
         if problems:
             raise ValueError(f"{'; '.join(problems)} (make a value with `{MAKE_A_KEY}`)")
+        return self
+
+    @model_validator(mode="after")
+    def _keep_requests_within_the_pool(self) -> Settings:
+        if self.concurrent_requests > self.db_pool_size + self.db_max_overflow:
+            raise ValueError(
+                f"GOLDENSET_CONCURRENT_REQUESTS ({self.concurrent_requests}) is more than the connections a process may open "
+                f"(GOLDENSET_DB_POOL_SIZE {self.db_pool_size} + GOLDENSET_DB_MAX_OVERFLOW {self.db_max_overflow}): "
+                "requests would wait for a connection and be answered 503; lower it or raise the pool"
+            )
         return self
 
     @model_validator(mode="after")

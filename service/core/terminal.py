@@ -124,16 +124,16 @@ def unreachable_database(exc: BaseException) -> str | None:
 def open_engine(*, create: bool = False) -> Engine:
     """The configured database, migrated to the newest schema. Without `create`, a SQLite
     database that does not exist ends the command (`missing_database`) instead of being created:
-    only `migrate`, `serve` and `scheduler` create one."""
+    only `migrate`, `serve` and `scheduler` create one. The engine's pool is sized and timed by the
+    settings (`GOLDENSET_DB_POOL_SIZE`, `GOLDENSET_DB_MAX_OVERFLOW`, `GOLDENSET_DB_POOL_TIMEOUT`), as
+    the app's own engine is."""
     if not create and is_remote():
-        raise fail(
-            "this command works on the database (GOLDENSET_DATABASE_URL), not over the API; "
-            "leave out --url / unset GOLDENSET_URL to run it here, where the database is"
-        )
-    url = get_settings().database_url
+        raise fail("this command works on the database (GOLDENSET_DATABASE_URL), not over the API; leave out --url / unset GOLDENSET_URL to run it here, where the database is")
+    settings = get_settings()
+    url = settings.database_url
     if not create and (problem := missing_database(url)) is not None:
         raise fail(problem)
-    engine = make_engine(url)
+    engine = make_engine(url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow, pool_timeout=settings.db_pool_timeout)
     migrate(engine)
     return engine
 

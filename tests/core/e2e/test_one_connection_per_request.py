@@ -118,3 +118,34 @@ def test_a_saturated_pool_answers_503_with_retry_after_within_its_wait(settings:
         assert waited < 3, waited
         assert httpx.get(f"{server.url}/v1/items", headers=reader, timeout=30).status_code == 200
     quick.dispose()
+
+
+def test_more_clients_than_connections_wait_their_turn_instead_of_a_503(settings: Settings, database_url: str, engine: Engine) -> None:
+    """GOLDENSET_CONCURRENT_REQUESTS bounds the requests a process works on at once by its pool: 24
+    clients against a pool of two connections that waits 50 ms for one are all answered, none refused
+    (with the limit at 24 instead, some are answered 503),
+    and the pool opened no connection past its two."""
+    small = make_engine(database_url, pool_size=2, max_overflow=0, pool_timeout=0.05)
+    app = create_app(settings.model_copy(update={"concurrent_requests": 2}), engine=small, encoder=HashingEncoder())
+    reader = auth(token(engine, "read", name="reader"))
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def client(url: str) -> None:
+        with httpx.Client(headers=reader, timeout=30) as http:
+            for _ in range(8):
+                status = http.get(f"{url}/v1/items", params={"limit": 50}).status_code
+                with lock:
+                    statuses.append(status)
+
+    with serve(app, small, settings) as server:
+        clients = [threading.Thread(target=client, args=(server.url,)) for _ in range(24)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join()
+        assert small.pool.checkedout() == 0  # type: ignore[attr-defined]
+        opened = small.pool.size() + small.pool.overflow()  # type: ignore[attr-defined]
+    small.dispose()
+    assert statuses == [200] * 24 * 8, sorted(set(statuses))
+    assert opened <= 2, opened

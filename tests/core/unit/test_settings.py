@@ -63,3 +63,10 @@ def test_the_development_key_is_warned_about_once_per_process(monkeypatch: pytes
     warnings = [record for record in caplog.records if record.name == "goldenset.settings"]
     assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
     assert "development secret key is in use" in warnings[0].getMessage() and "set GOLDENSET_SECRET_KEY" in warnings[0].getMessage()
+
+
+def test_more_concurrent_requests_than_connections_is_refused_naming_both() -> None:
+    with pytest.raises(ValidationError, match=r"GOLDENSET_CONCURRENT_REQUESTS \(21\) is more than .*POOL_SIZE 10 \+ GOLDENSET_DB_MAX_OVERFLOW 10"):
+        Settings(concurrent_requests=21)
+    assert Settings(concurrent_requests=20, db_pool_size=10, db_max_overflow=10).concurrent_requests == 20
+    assert Settings().concurrent_requests == Settings().db_pool_size
