@@ -12,44 +12,25 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from curation.review import ReviewRefused
 from schemas.audit import AuditEvent
 from schemas.item import Item
 from schemas.token import ApiToken, UiSession
 from service.core.db import write_transaction
-from service.core.sessions import LOGIN_CSRF_COOKIE
-from service.core.tokens import create_token, revoke_token
+from service.core.tokens import revoke_token
 from service.ui.pages import NOTICE_COOKIE
 from tests.eval_support import ingest_and_curate
 from tests.eval_support import item_ids_by_external_id as ids_of
 from tests.evals.integration.test_refresh import kev
+from tests.ui_support import make_token, newest_csrf, sign_in
 
 
 @pytest.fixture
 def browser(app: FastAPI) -> Iterator[TestClient]:
     with TestClient(app, follow_redirects=False) as client:
         yield client
-
-
-def _token(engine: Engine, name: str, scopes: str) -> tuple[str, int]:
-    with write_transaction(engine) as session:
-        plaintext, stored = create_token(session=session, name=name, scopes=scopes)
-    assert stored.id is not None
-    return plaintext, stored.id
-
-
-def _sign_in(browser: TestClient, token: str) -> str:
-    """Sign in with `token`; the answer's text (the sign-in form again when refused)."""
-    browser.get("/ui/login")
-    answer = browser.post("/ui/login", data={"token": token, "csrf": browser.cookies[LOGIN_CSRF_COOKIE]})
-    return answer.text if answer.status_code == 200 else ""
-
-
-def _csrf(engine: Engine) -> str:
-    with Session(engine) as session:
-        return session.exec(select(UiSession.csrf).order_by(col(UiSession.id).desc())).first() or ""
 
 
 def _count(engine: Engine, action: str) -> int:
@@ -63,11 +44,11 @@ def _notice(browser: TestClient) -> str:
 
 
 def test_a_token_that_opens_nothing_shows_the_sign_in_form_with_why(browser: TestClient, engine: Engine) -> None:
-    assert "This token is not valid" in _sign_in(browser, "gs_not_a_token")
-    token, token_id = _token(engine, "leaving", "read")
+    assert "This token is not valid" in sign_in(browser, "gs_not_a_token")
+    token, token_id = make_token(engine, "leaving", "read")
     with write_transaction(engine) as session:
         revoke_token(session=session, token_id=token_id)
-    assert "This token was revoked" in _sign_in(browser, token)
+    assert "This token was revoked" in sign_in(browser, token)
     assert _count(engine, "ui.sign_in_refused") == 2 and _count(engine, "ui.sign_in") == 0
     with Session(engine) as session:
         assert session.exec(select(func.count()).select_from(UiSession)).one() == 0
@@ -76,9 +57,9 @@ def test_a_token_that_opens_nothing_shows_the_sign_in_form_with_why(browser: Tes
 def test_a_decision_is_committed_and_a_refused_one_is_a_notice_where_it_was_pressed(browser: TestClient, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(1, "2024-02-01")])
     item_id = ids_of(engine)["CVE-2024-0001"]
-    token, _ = _token(engine, "curator", "read,curate")
-    _sign_in(browser, token)
-    form = {"item_id": str(item_id), "decision": "approve", "csrf": _csrf(engine)}
+    token, _ = make_token(engine, "curator", "read,curate")
+    sign_in(browser, token)
+    form = {"item_id": str(item_id), "decision": "approve", "csrf": newest_csrf(engine)}
     approved = browser.post("/ui/evals/ops/review/decide", data=form)
     assert approved.status_code == 303 and f"Item {item_id} approved" in _notice(browser)
     again = browser.post("/ui/evals/ops/review/decide", data=form)
@@ -99,9 +80,9 @@ def test_a_refused_decision_leaves_nothing_it_wrote(browser: TestClient, engine:
         raise ReviewRefused("not_reviewable", f"item {item_id} cannot be decided now", 409)
 
     monkeypatch.setattr("service.ui.review.decide", refused_after_writing)
-    token, _ = _token(engine, "curator", "read,curate")
-    _sign_in(browser, token)
-    answer = browser.post("/ui/evals/ops/review/decide", data={"item_id": str(item_id), "decision": "approve", "csrf": _csrf(engine)})
+    token, _ = make_token(engine, "curator", "read,curate")
+    sign_in(browser, token)
+    answer = browser.post("/ui/evals/ops/review/decide", data={"item_id": str(item_id), "decision": "approve", "csrf": newest_csrf(engine)})
     assert answer.status_code == 303 and "was not decided: item" in _notice(browser)
     assert _count(engine, "test.written") == 0
 
@@ -109,9 +90,9 @@ def test_a_refused_decision_leaves_nothing_it_wrote(browser: TestClient, engine:
 def test_a_refused_decision_on_the_item_page_shows_the_page_with_the_error(browser: TestClient, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(1, "2024-02-01")])
     item_id = ids_of(engine)["CVE-2024-0001"]
-    token, _ = _token(engine, "curator", "read,curate")
-    _sign_in(browser, token)
-    csrf = _csrf(engine)
+    token, _ = make_token(engine, "curator", "read,curate")
+    sign_in(browser, token)
+    csrf = newest_csrf(engine)
     refused = browser.post(f"/ui/items/{item_id}/review", data={"decision": "reject", "reason": "", "csrf": csrf})
     assert refused.status_code == 422 and "needs a reason" in refused.text and "<html" in refused.text.lower()
     undone = browser.post("/ui/evals/ops/review/undo", data={"item_id": str(item_id), "csrf": csrf})
@@ -122,14 +103,14 @@ def test_a_refused_decision_on_the_item_page_shows_the_page_with_the_error(brows
 
 def test_a_refusal_outside_the_ui_is_still_the_apis_problem(browser: TestClient, engine: Engine) -> None:
     """A refusal under /v1 is still the API's problem document, not a page."""
-    token, _ = _token(engine, "curator", "read,curate")
+    token, _ = make_token(engine, "curator", "read,curate")
     answer = browser.post("/v1/items/999999/undo-review", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 404 and answer.headers["content-type"].startswith("application/problem+json")
     assert answer.json()["reason"] == "not_found"
 
 
 def test_a_token_is_marked_used_once_a_minute_in_a_unit_of_work_of_its_own(browser: TestClient, engine: Engine) -> None:
-    token, token_id = _token(engine, "reader", "read")
+    token, token_id = make_token(engine, "reader", "read")
     assert browser.get("/v1/items", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     with Session(engine) as session:
         first = session.get(ApiToken, token_id)
