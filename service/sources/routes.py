@@ -152,6 +152,14 @@ def _pull_in_background(request: Request, name: str, actor: str) -> None:
         logger.exception("pull of %s requested over the API failed", name)
 
 
+def start_pull(request: Request, name: str, actor: str) -> None:
+    """Start a pull of the connector source `name` in the background, for the API and the pages;
+    409 when one is already running. Call it after the request handed back its connection."""
+    if pull_running(request.app.state.engine, name):
+        raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
+    request.app.state.pull_executor.submit(_pull_in_background, request, name, actor)
+
+
 @router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409, 502), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
 def pull(name: str, request: Request, principal: IngestPrincipal, session: SessionDep, wait: bool = False) -> JSONResponse:
     """Pull a connector source now. By default the pull runs in the background (202); `wait=true`
@@ -166,9 +174,7 @@ def pull(name: str, request: Request, principal: IngestPrincipal, session: Sessi
         except ConnectorError as exc:
             raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(request.app.state.engine, name)) from exc
         return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})
-    if pull_running(request.app.state.engine, name):
-        raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
-    request.app.state.pull_executor.submit(_pull_in_background, request, name, principal.actor)
+    start_pull(request, name, principal.actor)
     return JSONResponse({"status": "started", "source": name, "follow": f"/v1/sources/{name}"}, status_code=202)
 
 
