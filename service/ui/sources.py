@@ -103,12 +103,13 @@ def create(request: Request, session: WriteSessionDep, form: FormDep) -> HTMLRes
     kind = form.get("kind", "")
     if kind not in _kinds():
         raise ProblemError(422, "Source not added", f"unknown kind {kind!r}; choose one of {', '.join(_kinds())}")
-    typed = {"name": form.get("name", "").strip(), "pull_interval_seconds": form.get("pull_interval_seconds", "").strip(), "config": _typed_config(form, kind)}
+    config_typed = _typed_config(form, kind)
+    typed: dict[str, Any] = {"name": form.get("name", "").strip(), "pull_interval_seconds": form.get("pull_interval_seconds", "").strip(), "config": config_typed}
     shows_refusal(request, lambda refusal: _new_page(request, kind, typed, {"form": refusal.detail}, status=refusal.status))
     model = _model(kind)
     values: dict[str, Any] = {"name": typed["name"], "kind": kind}
     if model is not None:
-        values["connector"] = config_document(model, typed["config"], None)
+        values["connector"] = config_document(model, config_typed, None)
     if typed["pull_interval_seconds"]:
         values["pull_interval_seconds"] = typed["pull_interval_seconds"]
     try:
@@ -151,7 +152,8 @@ def change_settings(request: Request, name: str, session: WriteSessionDep, form:
     who = need(request, Scope.ADMIN, "Changing a source's settings")
     source = require_source(session=session, name=name)
     engine = request.app.state.engine
-    typed = {"config": _typed_config(form, source.kind), "pull_interval_seconds": form.get("pull_interval_seconds", "").strip(), "enabled": form.get("enabled") == "yes"}
+    config_typed = _typed_config(form, source.kind)
+    typed: dict[str, Any] = {"config": config_typed, "pull_interval_seconds": form.get("pull_interval_seconds", "").strip(), "enabled": form.get("enabled") == "yes"}
 
     def form_again(refusal: Refusal) -> HTMLResponse:
         with Session(engine) as fresh:
@@ -162,7 +164,7 @@ def change_settings(request: Request, name: str, session: WriteSessionDep, form:
     values: dict[str, Any] = {"enabled": typed["enabled"], "pull_interval_seconds": typed["pull_interval_seconds"] or None, "reset_cursor": form.get("reset_cursor") == "yes"}
     if model is not None:
         stored = connector_config(source, secret_key=secret_key(request)) if source.connector_secret else None
-        values["connector"] = config_document(model, typed["config"], stored)
+        values["connector"] = config_document(model, config_typed, stored)
     try:
         update = SourceUpdate.model_validate(values)
         update_source(session=session, source=source, data=update, secret_key=secret_key(request), actor=who.actor)
