@@ -5,17 +5,19 @@ probes (`curation.evidence.probe_runner`) and the `http` embedding backend.
 Contract:
 
 - `retry_after_seconds(response, now)` is `goldenset_retry`'s, the neutral package the Python
-  client uses too, so the service and its client read `Retry-After`, `RateLimit-Reset` and
-  `X-RateLimit-Reset` (with its `…-Remaining: 0`) the same way: seconds to wait, or None when the
-  answer names no usable wait. Never raises. See that package for the forms honoured and their order.
+  client uses too, so the service and its client read `Retry-After`, `RateLimit-Reset`,
+  `X-RateLimit-Reset` (with its `…-Remaining: 0`) and, last, a 429's or 503's JSON body naming its
+  wait (`retry_after`, as incident.io sends it in `rate_limit`) the same way: seconds to wait, or
+  None when the answer names no usable wait. Never raises. See that package for the forms honoured
+  and their order.
 - `Retryable` is the exception a caller raises for an attempt worth another try, carrying that
   wait (`wait_hint`; None when the server named none or there was no answer).
 - `wait_hint_or_backoff(...)` builds a tenacity `wait=`: the hint of a `Retryable`, capped at the
   caller's `max_wait`, else exponential backoff with jitter.
 
 Which statuses to retry, margins (GitHub's whole-second resets against a drifting clock) and
-vendor signals outside the headers (a GitHub secondary limit named only in the body) belong to the
-callers.
+vendor signals outside those forms (a GitHub secondary limit named only by its message) belong to
+the callers.
 """
 
 from __future__ import annotations

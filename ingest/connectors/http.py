@@ -1,6 +1,6 @@
-"""HTTP for connectors: retries with exponential backoff and jitter (tenacity), `Retry-After` and
-rate-limit resets honoured (read by `ingest.http`), and vendor answers classified into the
-connector errors."""
+"""HTTP for connectors: retries with exponential backoff and jitter (tenacity), `Retry-After`,
+rate-limit resets and a rate-limit body's `retry_after` honoured (read by `ingest.http`), and
+vendor answers classified into the connector errors."""
 
 from __future__ import annotations
 

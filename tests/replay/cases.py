@@ -1,9 +1,9 @@
 """The connector contract's cases: for each connector kind, its replay over real records
 (../shared/data), a configuration for a replay's URL, the records a full pull must store with
 their incident dates, and the vendor's own answers for the faults the contract injects (a 5xx, its
-429 with its rate-limit headers, a page without its array, refused credentials), a record made
-unmappable and an edit made while a pull runs. `tests/sources/integration/test_connector_contract.py`
-runs one suite over every case."""
+429 naming its wait where it does, in headers or in the body, a page without its array, refused
+credentials), a record made unmappable and an edit made while a pull runs.
+`tests/sources/integration/test_connector_contract.py` runs one suite over every case."""
 
 from __future__ import annotations
 
@@ -308,17 +308,8 @@ def incidentio_case(shared: Path) -> VendorCase:
         expected={incident.data["reference"]: reported(incident) for incident in incidents},
         is_page=lambda request: request.path == "/v2/incidents",
         server_error=incidentio.problem(500, "api_error", "internal_error", "Something went wrong."),
-        rate_limited=Reply(
-            429,
-            json={
-                "type": "too_many_requests",
-                "status": 429,
-                "request_id": "b839a403-7704-41c1-bf6a-39a2d68caefa",
-                "rate_limit": {"name": "api_key_name", "limit": 1200, "remaining": 0, "retry_after": "2025-09-01T00:00:20Z"},
-                "errors": [{"code": "too_many_requests", "message": "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests."}],
-            },
-            headers={"Retry-After": "20", "X-RateLimit-Limit": "1200", "X-RateLimit-Remaining": "0"},
-        ),
+        # incident.io names its wait only in the body, as the moment in rate_limit.retry_after.
+        rate_limited=incidentio.rate_limited(clock.now() + timedelta(seconds=20)),
         rate_wait=20.0,
         missing_array=Reply(json={"pagination_meta": {"page_size": 25}}),
         refuse_credentials=refuse,

@@ -2,7 +2,8 @@
 `GET /v2/incidents` (`page_size` up to 250, `after` cursors, `sort_by`, `updated_at[gte]` by date,
 `mode[one_of]` leaving test and tutorial incidents out by default, `pagination_meta` without `after`
 on the last page), `GET /v2/incident_updates`, `GET /v1/postmortem_documents/{id}/content`, bearer
-keys and the `{"type", "status", "request_id", "errors"}` error body.
+keys, the `{"type", "status", "request_id", "errors"}` error body, and the 429 of a spent rate
+limit, whose only wait is the moment in its body's `rate_limit.retry_after` (no Retry-After header).
 
 Incidents are the Hadoop reports of priority Critical and Blocker (../shared/data/gitbugs_hadoop),
 reported when filed; resolved ones are closed with an update naming their resolution, and one in
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -44,6 +46,21 @@ def io_time(moment: datetime) -> str:
 
 def problem(status: int, kind: str, code: str, message: str) -> Reply:
     return Reply(status, json={"type": kind, "status": status, "request_id": str(uuid.uuid5(uuid.NAMESPACE_URL, code)), "errors": [{"code": code, "message": message}]})
+
+
+def rate_limited(until: datetime, *, limit: int = 1200) -> Reply:
+    """incident.io's answer while an API key's limit is spent: a 429 naming the moment it may try
+    again in the body only, as an RFC 3339 timestamp to the second."""
+    return Reply(
+        429,
+        json={
+            "type": "too_many_requests",
+            "status": 429,
+            "request_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"rate-limited-{until.isoformat()}")),
+            "rate_limit": {"name": "api_key_name", "limit": limit, "remaining": 0, "retry_after": until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "errors": [{"code": "too_many_requests", "message": "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests."}],
+        },
+    )
 
 
 @dataclass
@@ -123,12 +140,23 @@ def hadoop_incidents(reports: Path) -> list[Incident]:
 
 class IncidentIoReplay:
     """The organisation's incidents: a handler for `tests.replay.server.serve`. Tests may edit one
-    (`edit`), break one (`broken`: its reported time is no time) or refuse the key (`keys.clear()`)."""
+    (`edit`), break one (`broken`: its reported time is no time), refuse the key (`keys.clear()`)
+    or spend its rate limit for a while (`spend_rate_limit`)."""
 
     def __init__(self, incidents: list[Incident], *, key: str = "inc-io-api-key-valid") -> None:
         self.incidents = {incident.data["id"]: incident for incident in incidents}
         self.keys = {key}
         self._lock = threading.Lock()
+        self._spend_after: int | None = None
+        self._spent_for = 0.0
+        self._clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self._spent_until: datetime | None = None
+
+    def spend_rate_limit(self, *, after_pages: int, seconds: float, clock: Callable[[], datetime]) -> None:
+        """Once `after_pages` more pages of incidents were served, the key's limit is spent for
+        `seconds` of `clock`: until then every request gets `rate_limited` (no header names the wait)."""
+        with self._lock:
+            self._spend_after, self._spent_for, self._clock = after_pages, seconds, clock
 
     def by_reference(self, reference: str) -> Incident:
         return next(incident for incident in self.incidents.values() if incident.data["reference"] == reference)
@@ -144,6 +172,9 @@ class IncidentIoReplay:
                 return problem(401, "authentication_error", "missing_authorization_material", "No authorization material provided in request")
             if authorization not in {f"Bearer {key}" for key in self.keys}:
                 return problem(401, "authentication_error", "authentication_failed", "Authentication failed.")
+            limited = self._rate_limited(request)
+            if limited is not None:
+                return limited
             if request.path == "/v2/incidents":
                 return self._incidents(request)
             if request.path == "/v2/incident_updates":
@@ -157,6 +188,16 @@ class IncidentIoReplay:
                     return problem(404, "not_found", "not_found", "Not found.")
                 return Reply(json={"markdown": found.postmortem})
             return problem(404, "not_found", "not_found", "Not found.")
+
+    def _rate_limited(self, request: Request) -> Reply | None:
+        if self._spent_until is not None and self._clock() < self._spent_until:
+            return rate_limited(self._spent_until)
+        if self._spend_after is not None and request.path == "/v2/incidents":
+            if self._spend_after == 0:
+                self._spend_after, self._spent_until = None, self._clock() + timedelta(seconds=self._spent_for)
+                return rate_limited(self._spent_until)
+            self._spend_after -= 1
+        return None
 
     def _incidents(self, request: Request) -> Reply:
         size = int(request.param("page_size", "25") or 25)

@@ -1,6 +1,7 @@
 """incident.io beyond the shared contract (tests/sources/integration/test_connector_contract.py): the
 postmortem, or else a closed incident's updates, as the reference; dated by "Reported at"; test
-incidents left out unless asked for; the mark read back by date; the configuration checked."""
+incidents left out unless asked for; the mark read back by date; a spent rate limit waited out as
+its body alone asks; the configuration checked."""
 
 from __future__ import annotations
 
@@ -60,6 +61,29 @@ def test_postmortems_updates_reported_times_modes_and_the_mark(engine: Engine, s
     reported = closed.data["incident_timestamp_values"][0]["value"]["value"]
     assert plain[closed.data["reference"]].occurred_at == datetime.fromisoformat(reported.replace("Z", "+00:00"))  # not the later created_at
     assert plain[closed.data["reference"]].meta["status_category"] == "closed"
+
+
+def test_a_rate_limit_named_only_in_the_body_is_waited_out_and_the_pull_completes(engine: Engine, shared_data: Path) -> None:
+    incidents = hadoop_incidents(shared_data / "gitbugs_hadoop" / "reports.jsonl")
+    replay = IncidentIoReplay(incidents)
+    clock = VirtualTime(datetime(2025, 9, 1, tzinfo=UTC))
+    # The second page finds the key's limit spent for a minute; the 429 names the moment it ends in
+    # its body's rate_limit.retry_after and in no header. Backing off instead (1 + 2 + 4 + 8 + 16 s
+    # over the default six attempts) would fail the pull while the window is still closed.
+    replay.spend_rate_limit(after_pages=1, seconds=60, clock=clock.now)
+    with serve(replay) as server:
+        config = {"api_key": "inc-io-api-key-valid", "base_url": server.url, "page_size": 25}
+        with write_transaction(engine) as session:
+            create_source(session=session, data=SourceCreate(name="io", kind="incidentio", connector=config), secret_key=SECRET_KEY, actor="test")
+        with httpx.Client(timeout=2) as client:
+            summary = pull_source(engine=engine, name="io", secret_key=SECRET_KEY, actor="test", client=client, sleep=clock.sleep, clock=clock.now, retry=RetryPolicy())
+        pages = server.count("/v2/incidents")
+    assert clock.sleeps == [60.0]
+    assert clock.now() == datetime(2025, 9, 1, 0, 1, tzinfo=UTC)
+    assert pages == -(-len(incidents) // 25) + 1  # every page once, the second twice
+    with Session(engine) as session:
+        stored = {item.external_id for item in session.exec(select(Item))}
+    assert stored == {incident.data["reference"] for incident in incidents} and summary.new == summary.read == len(incidents)
 
 
 def test_the_configuration_is_checked() -> None:
