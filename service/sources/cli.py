@@ -17,7 +17,7 @@ from ingest.mapping import MappingError, load_mapping
 from ingest.preparing import usable_cores
 from ingest.readers import DocumentError, detect_format, iter_records
 from schemas.problem import IngestSummary
-from schemas.source import Source, SourceCreate, SourceKind, SourceRead, check_source_name
+from schemas.source import SourceCreate, SourceKind, SourceRead, check_source_name
 from service.core.db import write_transaction
 from service.core.remote import remote_client
 from service.core.settings import get_settings
@@ -36,7 +36,7 @@ from service.core.terminal import (
     progress_bar,
 )
 from service.dedup.cli import curate_after_ingest
-from service.sources.definitions import create_source, get_source, list_sources, set_source_mapping, source_mapping
+from service.sources.definitions import SourceKindClash, create_source, file_source, list_sources, source_mapping
 from service.sources.ingestion import ingest_records
 
 source_app = typer.Typer(help="Create and list sources.", no_args_is_help=True)
@@ -125,7 +125,19 @@ def _ingest_file(file: Path, source: str, mapping: Path | None, format: str | No
     settings = get_settings()
     engine = open_engine()
     with write_transaction(engine) as session:
-        stored_source = _file_source(session, source, kind, parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None)
+        try:
+            stored_source, created = file_source(
+                session=session,
+                name=source,
+                kind=kind,
+                mapping=parsed_mapping.model_dump(mode="json", exclude_defaults=True) if parsed_mapping else None,
+                secret_key=settings.secret_key.get_secret_value(),
+                actor=CLI_ACTOR,
+            )
+        except SourceKindClash as exc:
+            raise fail(str(exc)) from exc
+    if created:
+        err.print(f"created source [bold]{source}[/]")
     effective = source_mapping(stored_source)
     try:
         records = list(iter_records(data, detect_format(file, format, effective.format), effective.records))
@@ -144,20 +156,6 @@ def _ingest_file(file: Path, source: str, mapping: Path | None, format: str | No
         )
     print_summary(summary)
     return summary
-
-
-def _file_source(session: Session, name: str, kind: str, mapping: dict[str, Any] | None) -> Source:
-    """The source called `name`, created with `kind` if new; `mapping`, when given, is stored on it."""
-    stored = get_source(session=session, name=name)
-    if stored is None:
-        data = SourceCreate(name=name, kind=kind, mapping=mapping)
-        stored, _ = create_source(session=session, data=data, secret_key=get_settings().secret_key.get_secret_value(), actor=CLI_ACTOR)
-        err.print(f"created source [bold]{name}[/]")
-    elif (stored.kind == SourceKind.REFERENCE.value) != (kind == SourceKind.REFERENCE.value):
-        raise fail(f"source {name!r} is a {stored.kind} source; reference corpora and incident sources cannot share a name")
-    elif mapping is not None:
-        set_source_mapping(session=session, source=stored, mapping=mapping, actor=CLI_ACTOR)
-    return stored
 
 
 @reference_app.command("add")

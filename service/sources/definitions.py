@@ -118,6 +118,26 @@ def delete_source(*, session: Session, source: Source, actor: str) -> None:
     session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_DELETE, object_type="source", object_id=source.name))
 
 
+class SourceKindClash(ValueError):
+    """A file names a source that exists as the other family (a reference corpus or an incident source)."""
+
+
+def file_source(*, session: Session, name: str, kind: str, mapping: dict[str, Any] | None, secret_key: str, actor: str) -> tuple[Source, bool]:
+    """The source a file is ingested into: the one called `name`, or a new one of `kind` (audited);
+    `mapping`, when given, is stored on it (audited when it changes). Returns it and whether it was
+    created. Raises SourceKindClash when a reference corpus and an incident source would share the
+    name, MappingError for a bad mapping; the caller's unit of work commits."""
+    stored = get_source(session=session, name=name)
+    if stored is None:
+        created, _ = create_source(session=session, data=SourceCreate(name=name, kind=kind, mapping=mapping), secret_key=secret_key, actor=actor)
+        return created, True
+    if (stored.kind == SourceKind.REFERENCE.value) != (kind == SourceKind.REFERENCE.value):
+        raise SourceKindClash(f"source {name!r} is a {stored.kind} source; reference corpora and incident sources cannot share a name")
+    if mapping is not None:
+        set_source_mapping(session=session, source=stored, mapping=mapping, actor=actor)
+    return stored, False
+
+
 def connector_config(source: Source, *, secret_key: str) -> ConnectorConfig:
     """The decrypted, validated connector configuration of a pull source."""
     if not source.connector_secret:
