@@ -57,7 +57,7 @@ class Asked:
 
 
 def _resolve(session: Session, asked: Asked) -> None:
-    """Find what `asked` names, recording in `asked.errors` what does not exist."""
+    """Find what `asked` names, recording in `asked.errors` what does not exist or cannot be compared."""
     models = {model.name: model for model in list_models(session=session)}
     if asked.eval:
         asked.evaluation = get_eval(session=session, name=asked.eval)
@@ -68,6 +68,8 @@ def _resolve(session: Session, asked: Asked) -> None:
         if name and name not in models:
             asked.errors[key] = f"there is no registered model called {name!r}"
     asked.first, asked.second = models.get(asked.a), models.get(asked.b)
+    if asked.a and asked.b and not asked.eval:
+        asked.errors["eval"] = "choose the eval to compare them on"
     if asked.a and asked.a == asked.b:
         asked.errors["b"] = "choose a model other than a: a model compared with itself differs by nothing"
     if asked.release and asked.evaluation is not None:

@@ -258,6 +258,7 @@ def test_a_comparison_asked_wrongly_says_what_to_fix(client: TestClient, engine:
     assert "choose a model other than a" in same and 'aria-invalid="true"' in same
     assert "has no release &#39;9&#39;" in _get(client, "/ui/runs/compare?eval=ops&a=m1&b=m2&release=9", 422)
     assert "no registered model called &#39;nobody&#39;" in _get(client, "/ui/runs/compare?eval=ops&a=nobody&b=m2", 422)
+    assert "choose the eval to compare them on" in _get(client, "/ui/runs/compare?a=m1&b=m2", 422)
     assert "Nothing to download" in _get(client, "/ui/runs/compare.csv?eval=ops&a=m1", 422)
 
 
