@@ -8,7 +8,7 @@ The audit trail is the record of decisions: a decision is the newest `item.appro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import or_
@@ -32,9 +32,19 @@ class ReviewRefused(Refused):
     """A review decision cannot be taken or undone (`curation.refusals.Refused`)."""
 
 
-def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str, now: datetime) -> Item:
-    """Approve or reject one `unique` item at `now` and audit it, without committing. Raises ReviewRefused:
-    `not_found` (404), `reason_required` (422, a rejection needs a reason) or `not_reviewable` (409)."""
+UNREAD_DETAIL = (
+    "item {item_id} is in (or bound for) an eval's sealed slice and its text was not shown to you, so it is not approved unread: "
+    "read it first (the 'sealed' scope; on the review page, in an open sealed view), or leave it to the eval's approval policy"
+)
+
+
+def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str, now: datetime, unread: Collection[int] = ()) -> Item:
+    """Approve or reject one `unique` item at `now` and audit it, without committing. `unread`: the
+    items whose text the decider was not shown (the service says which); none of them is approved.
+    Raises ReviewRefused: `not_found` (404), `reason_required` (422, a rejection needs a reason),
+    `unread` (409, an approval of an item in `unread`) or `not_reviewable` (409)."""
+    if decision is Decision.APPROVE and item_id in unread:
+        raise ReviewRefused("unread", UNREAD_DETAIL.format(item_id=item_id), 409)
     reason = reason.strip()
     if decision is Decision.REJECT and not reason:
         raise ReviewRefused("reason_required", f"rejecting item {item_id} needs a reason, so the decision can be understood later", 422)
@@ -57,14 +67,14 @@ def decide(*, session: Session, item_id: int, decision: Decision, reason: str, a
     return item
 
 
-def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor: str, now: datetime) -> ReviewOutcome:
+def review_batch(*, session: Session, decisions: Sequence[ReviewDecision], actor: str, now: datetime, unread: Collection[int] = ()) -> ReviewOutcome:
     """Apply each decision on its own (a savepoint each), all at `now`; a refused one is reported by position and
-    reason and leaves nothing behind, and the others are kept. The caller commits."""
+    reason and leaves nothing behind, and the others are kept. `unread` as for `decide`. The caller commits."""
     outcome = ReviewOutcome(approved=[], rejected=[], errors=[])
     for position, entry in enumerate(decisions):
         try:
             with session.begin_nested():
-                decide(session=session, item_id=entry.item_id, decision=entry.decision, reason=entry.reason, actor=actor, now=now)
+                decide(session=session, item_id=entry.item_id, decision=entry.decision, reason=entry.reason, actor=actor, now=now, unread=unread)
         except ReviewRefused as exc:
             outcome.errors.append(RecordError(position=position, locator=f"index {position}", reason=exc.reason, detail=exc.detail, external_id=str(entry.item_id)))
             continue

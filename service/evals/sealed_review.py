@@ -197,3 +197,20 @@ def sealed_view_covers(*, session: Session, token_id: int | None, item_id: int, 
     names = sorted(name for name in session.exec(select(Eval.name).where(col(Eval.id).in_(sorted(sealers)))).all())
     windows = open_sealed_reviews(session=session, token_id=token_id)
     return bool(names) and all(name in windows for name in names), names
+
+
+def unread_by(*, session: Session, principal: Principal, item_ids: Collection[int], secret_key: str, through_window: bool) -> set[int]:
+    """Of `item_ids`, those in (or bound for) a sealed slice whose text `principal` cannot have been
+    shown, so it may not approve them (`curation.review.decide`'s `unread`): all of them without the
+    `sealed` scope; with it, through the API none (it reads them in full), and on the review page
+    (`through_window`) those that no open sealed view of its token covers (every eval that seals
+    the item among its windows), since the page shows them by metadata only until then."""
+    sealers = sealing_evals(session=session, item_ids=item_ids, seal_key_of=seal_keys(secret_key=secret_key))
+    if not sealers:
+        return set()
+    if Scope.SEALED.value not in principal.scopes:
+        return set(sealers)
+    if not through_window:
+        return set()
+    revealed = revealed_evals(session=session, token_id=principal.token_id)
+    return {item_id for item_id, evals in sealers.items() if not evals <= revealed}

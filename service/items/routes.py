@@ -26,6 +26,7 @@ from service.core.audit import audit_content_read
 from service.core.auth import CuratePrincipal, Principal, ReadPrincipal
 from service.core.deps import IdPath, SecretKeyDep, SessionDep, WriteSessionDep, after_commit
 from service.core.problems import ProblemError, problem_doc
+from service.evals.sealed_review import unread_by
 from service.items.reads import answer_after_write, item_detail, item_page, require_item
 from service.items.shaping import withheld
 
@@ -64,10 +65,13 @@ def list_items(
 
 
 @router.post("/review", response_model=ReviewOutcome, responses=problem_doc(401, 403, 422), tags=["review"])
-def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionDep) -> ReviewOutcome:
+def review(data: ReviewBatch, principal: CuratePrincipal, session: WriteSessionDep, secret_key: SecretKeyDep) -> ReviewOutcome:
     """Approve or reject many items at once; each refused decision is reported by position and
-    reason (`not_found`, `not_reviewable`, `reason_required`) and the others are kept."""
-    return review_batch(session=session, decisions=data.decisions, actor=principal.actor, now=utcnow())
+    reason (`not_found`, `not_reviewable`, `reason_required`, `unread`: an item in or bound for a
+    sealed slice approved without the `sealed` scope) and the others are kept."""
+    approving = [entry.item_id for entry in data.decisions if entry.decision is Decision.APPROVE]
+    unread = unread_by(session=session, principal=principal, item_ids=approving, secret_key=secret_key, through_window=False)
+    return review_batch(session=session, decisions=data.decisions, actor=principal.actor, now=utcnow(), unread=unread)
 
 
 @router.api_route("/review", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
@@ -138,7 +142,8 @@ def revisions(item_id: IdPath, principal: ReadPrincipal, request: Request, sessi
 def _decide(request: Request, principal: Principal, session: Session, secret_key: str, item_id: int, decision: Decision, reason: str) -> ItemRead:
     """Apply a review decision and answer the item as it is now, shaped for the reader: an item in
     (or bound for) a sealed slice comes without its content, as `GET` shows it."""
-    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=principal.actor, now=utcnow())
+    unread = unread_by(session=session, principal=principal, item_ids=[item_id], secret_key=secret_key, through_window=False) if decision is Decision.APPROVE else set()
+    decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=principal.actor, now=utcnow(), unread=unread)
     return answer_after_write(request, principal, session, item_id, secret_key=secret_key)
 
 

@@ -46,7 +46,7 @@ from service.core.deps import SessionDep, WriteSessionDep, hand_back_connection
 from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
-from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
+from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue, unread_by
 from service.items.shaping import ShownItem, shape_items
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.refusals import shows_refusal
@@ -314,7 +314,8 @@ def decide_one(
     if decision is Decision.REJECT and not reason.strip():
         return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
     shows_refusal(request, lambda refusal: done(_url(name, place), f"Item {item_id} was not decided: {refusal.detail}"))
-    decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor, now=utcnow())
+    unread = unread_by(session=session, principal=who, item_ids=[item_id], secret_key=secret_key(request), through_window=True) if decision is Decision.APPROVE else set()
+    decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor, now=utcnow(), unread=unread)
     verb = "approved" if decision is Decision.APPROVE else "rejected"
     return done(_url(name, place), f"Item {item_id} {verb}. Press u or Undo to take it back.")
 
@@ -353,7 +354,8 @@ def decide_many(
     if decision == Decision.REJECT.value and not reason:
         return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
     decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
-    outcome = review_batch(session=session, decisions=decisions, actor=who.actor, now=utcnow())
+    unread = unread_by(session=session, principal=who, item_ids=ids, secret_key=secret_key(request), through_window=True) if decision == Decision.APPROVE.value else set()
+    outcome = review_batch(session=session, decisions=decisions, actor=who.actor, now=utcnow(), unread=unread)
     parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
     if outcome.errors:
         parts.append(f"refused {len(outcome.errors)} ({'; '.join(error.detail for error in outcome.errors[:3])})")

@@ -19,7 +19,8 @@ from tests.evals.integration.test_refresh import kev
 def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 26)])
     ids = _ids(engine)
-    admin, reader, curator = live_server.client("admin"), live_server.client("read"), live_server.client("curate")
+    # The curator may read sealed-bound items, so it may approve them (none is approved unread).
+    admin, reader, curator = live_server.client("admin"), live_server.client("read"), live_server.client("curate", "sealed")
 
     definition = {"name": "ops", "sources": ["kev"], "target_size": 20, "sealed_fraction": 0.3, "sealed_read_budget": 2}
     assert reader.post("/v1/evals", json=definition).status_code == 403

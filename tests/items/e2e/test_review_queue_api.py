@@ -224,7 +224,7 @@ def test_a_decision_is_undone_by_its_taker_until_a_release_acts_on_it(live_serve
     first, second, third = ids["CVE-2024-0001"], ids["CVE-2024-0002"], ids["CVE-2024-0003"]
     admin = _client(live_server, "admin", "admin")
     alice = _client(live_server, "alice", "curate")
-    bob = _client(live_server, "bob", "curate")
+    bob = _client(live_server, "bob", "curate", "sealed")  # it approves a sealed-bound item below: it may read it
 
     assert alice.post(f"/v1/items/{first}/approve", json={"reason": "clear"}).status_code == 200
     assert first not in {entry["id"] for entry in _queue(alice, "ops", limit=500)["entries"]}
@@ -264,3 +264,24 @@ def test_a_decision_is_undone_by_its_taker_until_a_release_acts_on_it(live_serve
     assert [event["object_id"] for event in _events(admin, "item.review_undone")] == [str(first), str(second)]
     for client in (admin, alice, bob):
         client.close()
+
+
+def test_no_sealed_bound_item_is_approved_by_a_token_that_cannot_read_it(live_server: LiveServer) -> None:
+    ids = _pool(live_server)
+    kev_ids = [ids[f"CVE-2024-{n:04d}"] for n in range(1, 21)]
+    sealed = sorted(_sealed(live_server, kev_ids))
+    plain = [item_id for item_id in kev_ids if item_id not in sealed]
+    assert len(sealed) >= 3 and len(plain) >= 2
+    carol = _client(live_server, "carol", "curate")
+    refused = carol.post(f"/v1/items/{sealed[0]}/approve")
+    assert refused.status_code == 409 and refused.json()["reason"] == "unread" and "not approved unread" in refused.json()["detail"]
+    assert carol.post(f"/v1/items/{plain[0]}/approve").status_code == 200
+    # Rejecting needs no reading of the text: the item stays out either way.
+    assert carol.post(f"/v1/items/{sealed[1]}/reject", json={"reason": "out of scope"}).status_code == 200
+    batch = carol.post("/v1/items/review", json={"decisions": [{"item_id": sealed[2], "decision": "approve"}, {"item_id": plain[1], "decision": "approve"}]}).json()
+    assert batch["approved"] == [plain[1]] and [(error["position"], error["reason"]) for error in batch["errors"]] == [(0, "unread")]
+    statuses = _statuses(live_server.engine)
+    assert statuses[sealed[0]] == statuses[sealed[2]] == "unique"
+    dave = _client(live_server, "dave", "curate", "sealed")
+    assert dave.post(f"/v1/items/{sealed[0]}/approve").status_code == 200
+    assert _statuses(live_server.engine)[sealed[0]] == "approved"
