@@ -202,11 +202,23 @@ def refresh(
     Safe to run from several places at once: one release per period. A period after the current one is refused unless --allow-future: its release would become
     `latest` and hold back every period before it (`goldenset eval withdraw` undoes one).
 
+    Over the API (--url) the service writes it (POST /v1/evals/{name}/refresh, an admin token).
+
     Exit status: 0 when the period has its release, 2 when the refresh cannot run, 6 when another
     refresh of the eval held on too long."""
+    when = parse_at(at) if at else None
+    with remote_client() as client:
+        if client is not None:
+            with err.status(f"refreshing {eval_name}"):
+                answer = client.refresh(eval_name, at=when, allow_future=allow_future)
+            summary = answer.release
+            _refreshed(
+                eval_name, summary.number, summary.period_start.astimezone(UTC), summary.period_end.astimezone(UTC), created=answer.created,
+                dev=summary.dev_count, sealed=summary.sealed_count, added=len(summary.diff.added), retired=len(summary.diff.retired),
+            )  # fmt: skip
+            return
     from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 
-    when = parse_at(at) if at else None
     engine = open_engine()
     try:
         with err.status(f"refreshing {eval_name}"):
@@ -217,10 +229,18 @@ def refresh(
         raise fail(str(exc)) from exc
     release = outcome.release
     diff = release.diff
-    verb = "written" if outcome.created else "already written"
+    _refreshed(
+        eval_name, release.number, release.period_start, release.period_end, created=outcome.created,
+        dev=release.dev_count, sealed=release.sealed_count, added=len(diff.get("added", [])), retired=len(diff.get("retired", [])),
+    )  # fmt: skip
+
+
+def _refreshed(eval_name: str, number: int, start: datetime, end: datetime, *, created: bool, dev: int, sealed: int, added: int, retired: int) -> None:
+    """The one line `refresh` prints, on the database and over the API alike."""
+    verb = "written" if created else "already written"
     out.print(
-        f"release {release.number} of {eval_name} {verb} for the period {release.period_start:%Y-%m-%d %H:%M} to {release.period_end:%Y-%m-%d %H:%M} UTC: "
-        f"{release.dev_count} dev + {release.sealed_count} sealed items; {len(diff.get('added', []))} added, {len(diff.get('retired', []))} retired",
+        f"release {number} of {eval_name} {verb} for the period {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC: "
+        f"{dev} dev + {sealed} sealed items; {added} added, {retired} retired",
         highlight=False,
     )
 
