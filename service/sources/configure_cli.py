@@ -94,10 +94,11 @@ def _update(
     for text in settings:
         key, value = _setting(text)
         changes[key] = value
-    for key in unset:
-        if key in {text.partition("=")[0].strip() for text in settings}:
+    set_keys = {text.partition("=")[0].strip() for text in settings}
+    for key in (key.strip() for key in unset):
+        if key in set_keys:
             raise fail(f"--set and --unset both name {key!r}; name it once")
-        changes[key.strip()] = None
+        changes[key] = None
     if changes:
         fields["connector_settings"] = changes
     if enabled is not None:

@@ -20,7 +20,7 @@ from schemas.source import Source, SourceCreate, SourceStatus
 from service.cli import app
 from service.core.db import write_transaction
 from service.sources.definitions import connector_config, create_source
-from tests.conftest import TEST_SECRET_KEY, LiveServer
+from tests.conftest import REPO_ROOT, TEST_SECRET_KEY, LiveServer
 from tests.eval_support import HashingEncoder
 from tests.support.command_line import command_line
 
@@ -83,6 +83,8 @@ def test_configure_on_the_database_changes_only_what_it_names(cli: CliRunner, en
     assert {key: _stored(engine)[key] for key in ("enabled", "cursor", "interval")} == {"enabled": False, "cursor": None, "interval": 600}
     back = cli.invoke(app, ["source", "configure", "io", "--enable", "--interval", "0"])
     assert _lines(back.stdout) == ["source io changed:", "pull interval: every 600 s → manual pulls only", "enabled"], back.output
+    mapped = cli.invoke(app, ["source", "configure", "io", "--mapping", str(REPO_ROOT / "examples" / "mappings" / "hadoop_jira.yaml")])
+    assert _lines(mapped.stdout) == ["source io changed:", "mapping: replaced"] and _stored(engine)["mapping"] is not None, mapped.output
     same = cli.invoke(app, ["source", "configure", "io", "--set", "page_size=100"])
     assert same.exit_code == 0 and "source io: nothing changed" in same.output
 
@@ -109,6 +111,7 @@ def test_configure_on_the_database_changes_only_what_it_names(cli: CliRunner, en
         (["io", "--set", "page_size=5", "--unset", "page_size"], "name it once"),
         (["io", "--set", "modes=[standard"], "must be a YAML list or object"),
         (["io", "--mapping", "/nonexistent/mapping.yaml"], "mapping.yaml"),
+        (["io", "--interval", "5"], "pull_interval_seconds must be at least"),
     ],
 )
 def test_a_refused_change_exits_2_says_why_and_changes_nothing(cli: CliRunner, engine: Engine, arguments: list[str], said: str) -> None:
