@@ -136,10 +136,16 @@ class SourceCreate(SourceBase):
 
 class SourceUpdate(SQLModel):
     """Body of `PATCH /v1/sources/{name}`: only the fields present change. A new `connector`
-    replaces the stored configuration whole and clears an `auth_failed` state."""
+    replaces the stored configuration whole; `connector_settings` changes only the keys it names
+    (on top of `connector` when both are given). Either clears an `auth_failed` state."""
 
     mapping: dict[str, Any] | None = None
     connector: dict[str, Any] | None = None
+    connector_settings: dict[str, Any] | None = Field(
+        default=None,
+        description="Keys of the connector configuration to change: each value replaces the stored one, a null puts the key back to its default, "
+        "and every key not named (credentials included) is kept. The configuration that results is validated whole.",
+    )
     pull_interval_seconds: int | None = INTERVAL_FIELD
     enabled: StrictBool | None = None
     reset_cursor: StrictBool = False

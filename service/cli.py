@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("service.process_cli", "Migrate, then serve the REST API and, unless --no-scheduler, the scheduler of pulls and curation."),
     "scheduler": ("service.process_cli", "Run only the scheduler (pulls, curation, refreshes), for deployments whose API replicas run `serve --no-scheduler`."),
     "token": ("service.core.token_cli", "Create, list and revoke API tokens."),
-    "source": ("service.sources.cli", "Create and list sources."),
+    "source": ("service.sources.cli", "Create, list and configure sources."),
     "reference": ("service.sources.cli", "Public reference corpora that candidates are checked against."),
     "ingest": ("service.sources.cli", "Ingest a file of dated incidents into a source, then curate what is pending (unless --no-curate). Re-ingesting is idempotent."),
     "pull": ("service.sources.cli", "Pull a connector source now, from its cursor, showing progress."),

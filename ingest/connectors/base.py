@@ -35,7 +35,10 @@ class MalformedPage(ConnectorError):
 
 def unreadable_cursor(text: str) -> MalformedPage:
     """The error for a stored cursor a connector cannot read, saying how to start over."""
-    return MalformedPage(f"the stored cursor {text[:80]!r} cannot be read; reset it with PATCH /v1/sources/{{name}} reset_cursor=true")
+    return MalformedPage(
+        f"the stored cursor {text[:80]!r} cannot be read; reset it with `goldenset source configure {{name}} --reset-cursor` "
+        "(API: PATCH /v1/sources/{name} reset_cursor=true)"
+    )
 
 
 class TransientError(ConnectorError):

@@ -74,7 +74,10 @@ def send(
             if delay is not None:
                 raise _waited_for(Retryable(f"{vendor} rate limit exhausted ({status})", wait_hint=delay))
             what = "rejected the credentials (401): the token is wrong or expired" if status == 401 else "refused access (403): the credentials lack permission"
-            raise AuthError(f"{vendor} {what}; replace them with PATCH /v1/sources/{{name}}. Answer: {_excerpt(response)}")
+            raise AuthError(
+                f"{vendor} {what}; replace them with `goldenset source configure {{name}} --set KEY=-` (it asks for the value) "
+                f"or PATCH /v1/sources/{{name}} connector_settings. Answer: {_excerpt(response)}"
+            )
         if status == 429 or status >= 500:
             # The connector's own reading of its vendor comes first: it may add a margin or know a
             # wait the headers do not name (GitHub's secondary limits).

@@ -4,7 +4,9 @@
 A command with a remote mode asks `remote_client()`; it is None when no URL was given. A refused
 request ends the command with the problem's detail and the exit status of the CLI's contract
 (`service.core.terminal`): 404 and 422 → 2, 401 and 403 → 4 (a spent sealed budget → 7),
-409 → 3, an unreachable service or a 5xx → 5.
+409 → 3, an unreachable service or a 5xx → 5. A problem whose `reason` the contract knows takes
+that reason's status instead (`service.core.terminal.REASON_EXITS`), so a command exits alike on the database and over
+the API: `busy` (another process held the lock too long) → 6, `cannot_refresh` → 2.
 """
 
 from __future__ import annotations
@@ -64,10 +66,13 @@ def remote_client() -> Iterator[Client | None]:
 
 def remote_failure(exc: GoldensetError) -> typer.Exit:
     """The exit for a refused request, after printing its detail."""
-    from service.core.terminal import EXIT_BUDGET, EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, EXIT_USAGE, fail
+    from service.core.terminal import EXIT_BUDGET, EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, EXIT_USAGE, REASON_EXITS, fail
 
     condition = exc.problem.get("condition")
-    if exc.status in (401, 403):
+    reason = exc.problem.get("reason")
+    if isinstance(reason, str) and reason in REASON_EXITS:
+        code = REASON_EXITS[reason]
+    elif exc.status in (401, 403):
         code = EXIT_BUDGET if condition == "sealed_budget" else EXIT_REFUSED
     elif exc.status == 409:
         code = EXIT_REJECTED

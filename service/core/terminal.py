@@ -58,11 +58,19 @@ REFUSAL_EXITS = {403: EXIT_REFUSED, 404: EXIT_USAGE}
 other refused decision (409, 422) is 3."""
 
 
+REASON_EXITS = {"busy": EXIT_BUSY, "cannot_refresh": EXIT_USAGE}
+"""Exit statuses by a refusal's machine-readable reason, where its HTTP status alone would give
+another than the command gives on the database: `busy` (another process held the lock too long,
+409) is 6, `cannot_refresh` (a refresh that cannot run as asked, 409) is 2. Read before the
+status, by `refusal_exit` and by `service.core.remote.remote_failure` for the API's problems."""
+
+
 def refusal_exit(exc: Refused) -> typer.Exit:
     """The one answer of every command to a decision the domain refused (`curation.refusals.Refused`):
-    its reason and detail printed, and the exit status that fits its HTTP status (`REFUSAL_EXITS`).
-    Commands do not catch refusals themselves; `service.cli` turns them into this."""
-    return fail(f"refused ({exc.reason}): {exc.detail}", REFUSAL_EXITS.get(exc.status, EXIT_REJECTED))
+    its reason and detail printed, and the exit status that fits its reason (`REASON_EXITS`) or
+    else its HTTP status (`REFUSAL_EXITS`). Commands do not catch refusals themselves;
+    `service.cli` turns them into this."""
+    return fail(f"refused ({exc.reason}): {exc.detail}", REASON_EXITS.get(exc.reason, REFUSAL_EXITS.get(exc.status, EXIT_REJECTED)))
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shapes) on stdout instead of a table.")]

@@ -1,11 +1,12 @@
-"""The eval commands: `eval create|list|withdraw|delete`, `refresh`, `verify` and `export`."""
+"""The eval commands: `eval create|list|withdraw|delete`, `refresh`, `verify` and `export` (the
+options people type are read by `service.evals.options`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,38 +26,9 @@ from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_BUDGET, EXIT_BUSY, EXIT_FOUND, JsonOption, err, fail, open_engine, out, print_json
 from service.evals.export_files import ExportFormat
+from service.evals.options import parse_at, quotas, start_of
 
 eval_app = typer.Typer(help="Define and list evals.", no_args_is_help=True)
-
-
-def parse_at(text: str) -> datetime:
-    """A refresh time: ISO 8601; without a zone it is UTC; a bare date means the end of that day
-    (so `--at 2024-03-01` is the period holding 1 March, its 03:00 tick included)."""
-    try:
-        if len(text) == 10:
-            day = date.fromisoformat(text)
-            return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1, microseconds=-1)
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise fail(f"--at {text!r} is not a date or an ISO 8601 time (e.g. 2024-03-01 or 2024-03-01T03:00:00Z)") from exc
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _start_of(text: str) -> datetime:
-    """A date (its start, UTC) or an ISO 8601 time (no zone: UTC)."""
-    if len(text) == 10:
-        return parse_at(text) - timedelta(days=1, microseconds=-1)
-    return parse_at(text)
-
-
-def _quotas(values: list[str]) -> dict[str, int]:
-    quotas: dict[str, int] = {}
-    for value in values:
-        name, _, number = value.partition("=")
-        if not name or not number.isdigit():
-            raise fail(f"--quota {value!r} must look like SOURCE=N")
-        quotas[name] = int(number)
-    return quotas
 
 
 @eval_app.command("create")
@@ -94,8 +66,8 @@ def eval_create(
         "target_size": target_size,
         "schedule": schedule,
         "max_age_days": max_age_days,
-        "earliest_occurred_at": _start_of(earliest) if earliest else None,
-        "source_quotas": _quotas(quota) if quota else None,
+        "earliest_occurred_at": start_of(earliest) if earliest else None,
+        "source_quotas": quotas(quota) if quota else None,
         "sealed_fraction": sealed_fraction,
         "approval_policy": approval.value if approval else None,
         "sealed_read_budget": sealed_read_budget,
@@ -202,11 +174,23 @@ def refresh(
     Safe to run from several places at once: one release per period. A period after the current one is refused unless --allow-future: its release would become
     `latest` and hold back every period before it (`goldenset eval withdraw` undoes one).
 
+    Over the API (--url) the service writes it (POST /v1/evals/{name}/refresh, an admin token).
+
     Exit status: 0 when the period has its release, 2 when the refresh cannot run, 6 when another
     refresh of the eval held on too long."""
+    when = parse_at(at) if at else None
+    with remote_client() as client:
+        if client is not None:
+            with err.status(f"refreshing {eval_name}"):
+                answer = client.refresh(eval_name, at=when, allow_future=allow_future)
+            summary = answer.release
+            _refreshed(
+                eval_name, summary.number, summary.period_start.astimezone(UTC), summary.period_end.astimezone(UTC), created=answer.created,
+                dev=summary.dev_count, sealed=summary.sealed_count, added=len(summary.diff.added), retired=len(summary.diff.retired),
+            )  # fmt: skip
+            return
     from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
 
-    when = parse_at(at) if at else None
     engine = open_engine()
     try:
         with err.status(f"refreshing {eval_name}"):
@@ -217,10 +201,18 @@ def refresh(
         raise fail(str(exc)) from exc
     release = outcome.release
     diff = release.diff
-    verb = "written" if outcome.created else "already written"
+    _refreshed(
+        eval_name, release.number, release.period_start, release.period_end, created=outcome.created,
+        dev=release.dev_count, sealed=release.sealed_count, added=len(diff.get("added", [])), retired=len(diff.get("retired", [])),
+    )  # fmt: skip
+
+
+def _refreshed(eval_name: str, number: int, start: datetime, end: datetime, *, created: bool, dev: int, sealed: int, added: int, retired: int) -> None:
+    """The one line `refresh` prints, on the database and over the API alike."""
+    verb = "written" if created else "already written"
     out.print(
-        f"release {release.number} of {eval_name} {verb} for the period {release.period_start:%Y-%m-%d %H:%M} to {release.period_end:%Y-%m-%d %H:%M} UTC: "
-        f"{release.dev_count} dev + {release.sealed_count} sealed items; {len(diff.get('added', []))} added, {len(diff.get('retired', []))} retired",
+        f"release {number} of {eval_name} {verb} for the period {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC: "
+        f"{dev} dev + {sealed} sealed items; {added} added, {retired} retired",
         highlight=False,
     )
 

@@ -76,7 +76,7 @@ def delete(name: str, request: Request, principal: AdminPrincipal) -> Response:
     try:
         remove_eval(request.app.state.engine, name=name, actor=principal.actor, wait_seconds=60)
     except RefreshBusy as exc:
-        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
+        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}, reason="busy") from exc
     return Response(status_code=204)
 
 
@@ -96,7 +96,9 @@ def refresh(
 ) -> RefreshResult:
     """Write the release of the schedule period holding `at` (201), or return the one that period
     already has (200): one release per period, however often this is called. A period after the
-    current one needs `allow_future=true` (422 otherwise)."""
+    current one needs `allow_future=true` (422 otherwise). 409 when another refresh held the eval
+    for a minute (`reason` `busy`, with Retry-After) or the period cannot get a release
+    (`cannot_refresh`: one before the newest release's, or whose release was withdrawn)."""
     evaluation = require_eval(session=session, name=name)
     hand_back_connection(session)  # the refresh writes on connections of its own
     try:
@@ -106,9 +108,9 @@ def refresh(
     except FuturePeriod as exc:
         raise ProblemError(422, "Invalid request", str(exc), reason="future_period") from exc
     except RefreshBusy as exc:
-        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
+        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}, reason="busy") from exc
     except RefreshError as exc:
-        raise ProblemError(409, "Conflict", str(exc)) from exc
+        raise ProblemError(409, "Conflict", str(exc), reason="cannot_refresh") from exc
     response.status_code = 201 if outcome.created else 200
     return RefreshResult(created=outcome.created, release=summary(evaluation, outcome.release))
 
@@ -328,7 +330,7 @@ def withdraw_one(name: str, number: Annotated[int, Path(ge=1, le=MAX_ROW_ID)], d
     try:
         release = withdraw(request.app.state.engine, name=name, number=number, actor=principal.actor, reason=data.reason, wait_seconds=60)
     except RefreshBusy as exc:
-        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}) from exc
+        raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}, reason="busy") from exc
     with Session(request.app.state.engine) as session:
         return summary(require_eval(session=session, name=name), release)
 

@@ -1,4 +1,5 @@
-"""The source commands: `source create|list`, `ingest FILE`, `reference add` and `pull`."""
+"""The source commands: `source create|list|configure` (`configure` in `service.sources.configure_cli`),
+`ingest FILE`, `reference add` and `pull`."""
 
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ from service.core.terminal import (
     progress_bar,
 )
 from service.dedup.cli import curate_after_ingest
+from service.sources.configure_cli import source_configure
 from service.sources.definitions import SourceKindClash, create_source, file_source, list_sources, source_mapping
 from service.sources.ingestion import ingest_records
 
-source_app = typer.Typer(help="Create and list sources.", no_args_is_help=True)
+source_app = typer.Typer(help="Create, list and configure sources.", no_args_is_help=True)
 reference_app = typer.Typer(help="Public reference corpora that candidates are checked against.", no_args_is_help=True)
 MAX_ERRORS_SHOWN = 25
 
@@ -222,6 +224,9 @@ def source_list(as_json: JsonOption = False) -> None:
     for source in sources:
         table.add_row(source.name, source.kind, str(source.item_count), f"{source.created_at:%Y-%m-%d %H:%M}")
     out.print(table)
+
+
+source_app.command("configure")(source_configure)
 
 
 def register(app: typer.Typer) -> None:

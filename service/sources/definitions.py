@@ -81,13 +81,37 @@ def create_source(*, session: Session, data: SourceCreate, secret_key: str, acto
     return source, secret
 
 
+def _stored_connector_document(source: Source, *, secret_key: str) -> dict[str, Any]:
+    """The source's connector configuration as stored, credentials in plain text ({} when none)."""
+    if not source.connector_secret:
+        return {}
+    try:
+        document = json.loads(decrypt(source.connector_secret, secret_key=secret_key))
+    except ValueError as exc:
+        raise ConfigError(f"the stored connector configuration of source {source.name!r} cannot be read ({exc}); give the whole configuration instead") from exc
+    return document if isinstance(document, dict) else {}
+
+
+def _changed_connector(source: Source, data: SourceUpdate, *, secret_key: str) -> dict[str, Any] | None:
+    """The connector configuration `data` asks for: `connector` whole, or the stored one, with
+    `connector_settings` applied (a null value drops the key, so its default applies)."""
+    present = data.model_fields_set
+    document = data.connector if "connector" in present else _stored_connector_document(source, secret_key=secret_key)
+    if data.connector_settings:
+        merged = {**(document or {}), **data.connector_settings}
+        document = {key: value for key, value in merged.items() if value is not None}
+    return document
+
+
 def update_source(*, session: Session, source: Source, data: SourceUpdate, secret_key: str, actor: str) -> Source:
-    """Apply the fields present in `data`; raises MappingError or ConfigError before changing anything."""
+    """Apply the fields present in `data`; raises MappingError or ConfigError before changing
+    anything. The audit event names the fields changed and the connector keys set, never a value."""
     present = data.model_fields_set
     if "mapping" in present and data.mapping is not None:
         parse_mapping(data.mapping, origin=f"mapping of source {source.name!r}")
-    if "connector" in present:
-        source.config, source.connector_secret = _connector_fields(source.kind, data.connector, secret_key=secret_key)
+    if "connector" in present or data.connector_settings is not None:
+        document = _changed_connector(source, data, secret_key=secret_key)
+        source.config, source.connector_secret = _connector_fields(source.kind, document, secret_key=secret_key)
         if source.status == SourceStatus.AUTH_FAILED.value:
             source.status, source.last_error = SourceStatus.IDLE.value, None
     if "mapping" in present:
@@ -100,8 +124,11 @@ def update_source(*, session: Session, source: Source, data: SourceUpdate, secre
         source.cursor = None
     source.updated_at = utcnow()
     session.add(source)
-    changed = sorted(present - {"connector"}) + (["connector"] if "connector" in present else [])
-    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_UPDATE, object_type="source", object_id=source.name, details={"fields": changed}))
+    changed = sorted(present - {"connector", "connector_settings"}) + [field for field in ("connector", "connector_settings") if field in present]
+    details: dict[str, Any] = {"fields": changed}
+    if data.connector_settings:
+        details["connector_keys"] = sorted(data.connector_settings)
+    session.add(AuditEvent(actor=actor, action=AuditAction.SOURCE_UPDATE, object_type="source", object_id=source.name, details=details))
     return source
 
 
@@ -110,7 +137,8 @@ def delete_source(*, session: Session, source: Source, actor: str) -> None:
     count = session.exec(select(func.count()).select_from(Item).where(Item.source_id == source.id)).one()
     if count:
         raise FileExistsError(
-            f"source {source.name!r} holds {count} items, which stay in dedup history; disable it instead with PATCH enabled=false"
+            f"source {source.name!r} holds {count} items, which stay in dedup history; disable it instead with "
+            f"`goldenset source configure {source.name} --disable` (API: PATCH /v1/sources/{source.name} enabled=false)"
         )
     # Its recent webhook deliveries go with it: they only guard against replays to this source.
     session.exec(delete(WebhookDelivery).where(col(WebhookDelivery.source_id) == source.id))
@@ -141,7 +169,10 @@ def file_source(*, session: Session, name: str, kind: str, mapping: dict[str, An
 def connector_config(source: Source, *, secret_key: str) -> ConnectorConfig:
     """The decrypted, validated connector configuration of a pull source."""
     if not source.connector_secret:
-        raise ConfigError(f"source {source.name!r} ({source.kind}) has no connector configuration; set one with PATCH /v1/sources/{source.name}")
+        raise ConfigError(
+            f"source {source.name!r} ({source.kind}) has no connector configuration; set one with "
+            f"`goldenset source configure {source.name} --connector FILE` (API: PATCH /v1/sources/{source.name})"
+        )
     return connector_class(source.kind).parse_config(json.loads(decrypt(source.connector_secret, secret_key=secret_key)))
 
 

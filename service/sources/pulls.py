@@ -88,7 +88,7 @@ def _start(session: Session, name: str, clock: Callable[[], datetime]) -> tuple[
     if source.kind in PLAIN_KINDS:
         raise PullRefused("not_a_connector", f"source {name!r} is a {source.kind} source; only connector sources are pulled")
     if not source.enabled:
-        raise PullRefused("disabled", f"source {name!r} is disabled; enable it with PATCH /v1/sources/{name} enabled=true")
+        raise PullRefused("disabled", f"source {name!r} is disabled; enable it with `goldenset source configure {name} --enable` (API: PATCH /v1/sources/{name} enabled=true)")
     started = clock()
     source.status, source.last_run_at = SourceStatus.RUNNING.value, started
     session.add(source)

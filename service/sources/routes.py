@@ -107,8 +107,9 @@ def get_source(name: str, _: ReadPrincipal, session: SessionDep) -> SourceRead:
 
 @router.patch("/{name}", response_model=SourceRead, responses=problem_doc(401, 403, 404, 422))
 def patch_source(name: str, data: SourceUpdate, principal: AdminPrincipal, session: WriteSessionDep, settings: SettingsDep) -> SourceRead:
-    """Change a source's mapping, connector configuration (credentials included), pull interval or
-    enabled flag, or reset its cursor; a new connector configuration clears `auth_failed`."""
+    """Change a source's mapping, connector configuration (whole with `connector`, or only the keys
+    named in `connector_settings`; credentials included), pull interval or enabled flag, or reset
+    its cursor; a connector change clears `auth_failed`. `goldenset source configure` does the same."""
     source = require_source(session=session, name=name)
     try:
         update_source(session=session, source=source, data=data, secret_key=settings.secret_key.get_secret_value(), actor=principal.actor)

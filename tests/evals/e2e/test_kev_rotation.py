@@ -19,8 +19,8 @@ from schemas.release import Release, ReleaseItem
 from service.cli import app as cli_app
 from service.core.db import write_transaction
 from service.core.settings import get_settings
-from service.evals.cli import parse_at
 from service.evals.definitions import create_eval
+from service.evals.options import parse_at
 from service.evals.refresh import refresh_eval
 from tests.conftest import TEST_SECRET_KEY, LiveServer
 from tests.eval_support import ingest_and_curate, kev_records

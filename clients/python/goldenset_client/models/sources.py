@@ -64,10 +64,12 @@ class SourceRead(_Response):
 
 class SourceUpdate(_Request):
     """Body of `PATCH /v1/sources/{name}`: only the fields present change. A new `connector` replaces
-    the stored configuration whole and clears an `auth_failed` state."""
+    the stored configuration whole; `connector_settings` changes only the keys it names (a null puts
+    one back to its default; credentials not named are kept). Either clears an `auth_failed` state."""
 
     mapping: dict[str, Any] | None = None
     connector: dict[str, Any] | None = None
+    connector_settings: dict[str, Any] | None = None
     pull_interval_seconds: int | None = None
     enabled: bool | None = None
     reset_cursor: bool = False
