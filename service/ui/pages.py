@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from pydantic import ValidationError
 
 from schemas.token import Scope
@@ -86,6 +87,11 @@ def when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def unbroken_when(value: datetime | None) -> Markup:
+    """`when(value)` kept on one line (a narrow column would break it at its hyphens)."""
+    return Markup('<span class="nowrap">{}</span>').format(when(value))
+
+
 async def check_csrf(request: Request) -> None:
     """Refuse a state-changing request without the session's CSRF value (403). The sign-in form
     checks its own value (`service.ui.routes`)."""
@@ -121,7 +127,7 @@ def page(request: Request, template: str, context: Mapping[str, Any] | None = No
         "csrf": session.csrf if isinstance(session, SignedIn) else "",
         "can": (lambda scope: me is not None and scope in me.scopes),
         "path": request.url.path,
-        "when": when,
+        "when": unbroken_when,
         "notice": _notice(request),
     }
     response = TEMPLATES.TemplateResponse(request, template, {**common, **(context or {})}, status_code=status)
