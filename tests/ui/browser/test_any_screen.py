@@ -29,7 +29,7 @@ from tests.ui.browser.test_ui_registry_evidence_audit import MODEL
 from tests.ui.browser.test_ui_registry_evidence_audit import seed as evidence_seed
 
 SCREENSHOTS = REPO_ROOT / "var" / "screenshots"
-SCREENS = {"phone": (390, 844), "desktop": (1400, 900)}
+SCREENS = {"small-phone": (360, 740), "phone": (390, 844), "desktop": (1400, 900)}
 HEADER_BACKGROUND = "rgb(29, 36, 48)"
 """The header's dark bar (`--ink` of app.css)."""
 LONG_TEXT = 8
@@ -148,6 +148,19 @@ def _broken_words(page: Page) -> list[str]:
     return found
 
 
+def _backticks(page: Page) -> list[str]:
+    """Sentences of the page that show a backtick: a `quoted` command or setting is shown as code.
+    Item texts (in `pre` and word diffs) and typed values are left out: they are the data's own."""
+    found: list[str] = page.evaluate(
+        """() => {
+          const main = document.querySelector("main").cloneNode(true);
+          main.querySelectorAll("pre, .diff, textarea, input, select").forEach((element) => element.remove());
+          return main.textContent.split(/\\n/).filter((line) => line.includes("`")).map((line) => line.trim().slice(0, 80));
+        }"""
+    )
+    return found
+
+
 def _settled(page: Page) -> None:
     """Every image loaded (the evidence charts), before anything is measured."""
     page.wait_for_load_state()
@@ -182,6 +195,7 @@ def test_every_page_fits_the_screen_with_its_header_on_the_dark_bar(page: Page, 
         found += _header_problems(page)
         found += [f"squeezed cell: {cell}" for cell in _squeezed_cells(page)]
         found += [f"broken word: {word}" for word in _broken_words(page)]
+        found += [f"a backtick shown: {line}" for line in _backticks(page)]
         if found:
             problems[name] = found
     assert not problems, f"at {width}×{height}: {problems}"
