@@ -9,6 +9,7 @@ a server's threads). Returns SVG or PNG bytes; the same report gives the same by
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
@@ -82,51 +83,90 @@ def _titles(figure: Figure, headline: str, detail: str, flagged: bool) -> None:
     figure.supxlabel(FOOTNOTE, fontsize=7.5, color="#555555", x=0.01, ha="left")
 
 
+LEGEND_DROP = 2.6
+"""How far the legend sits under the lower plot's edge, in font sizes: below its date labels."""
+SCORE_MARGIN = 0.1
+"""Room under the lowest score and over the highest, as a share of their range."""
+SCORE_HEADROOM = 0.25
+"""More room over the highest score, as a share of the range, for the cutoff's label."""
+
+
+def score_limits(scores: Sequence[float]) -> tuple[float, float]:
+    """The score axis's limits: the range of `scores` with a margin, so that scores close together
+    (all under 0.1, say) fill the plot rather than a line at its foot; never past 0 or 1 when the
+    scores lie within them. Equal scores get a range of their own around them."""
+    low, high = min(scores), max(scores)
+    span = high - low if high > low else max(abs(high) * 0.2, 0.01)
+    bottom, top = low - SCORE_MARGIN * span, high + SCORE_HEADROOM * span
+    if low >= 0.0:
+        bottom = max(bottom, 0.0)
+    if high <= 1.0:
+        top = min(top, 1.0)
+    return bottom, top
+
+
 def temporal_split_chart(report: TemporalSplitReport, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
-    """The monthly mean score (dot size by item count) with the cutoff, each half's mean across its
-    dates, the human success rate where known, and items per month below."""
+    """The chart of `temporal_split_figure` as SVG or PNG bytes."""
     with matplotlib.rc_context(_STYLE):
-        figure = Figure(figsize=(9.0, 5.6), layout="constrained")
-        score_axes, count_axes = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-        assert isinstance(score_axes, Axes) and isinstance(count_axes, Axes)
-        months = [_month_middle(point.month) for point in report.monthly]
-        counts = np.array([point.n for point in report.monthly], dtype=np.float64)
-        colours = [HALF_COLOURS[point.half] for point in report.monthly]
-        score_axes.plot(months, [point.mean_score for point in report.monthly], color="#bbbbbb", linewidth=0.8, zorder=1)
-        sizes = 12.0 + 140.0 * np.sqrt(counts / max(1.0, float(counts.max())))
-        score_axes.scatter(months, [point.mean_score for point in report.monthly], s=sizes, c=colours, alpha=0.85, edgecolors="white", linewidths=0.5, zorder=2)
-        human = [(month, point.human_success_rate) for month, point in zip(months, report.monthly, strict=True) if point.human_success_rate is not None]
-        if human:
-            score_axes.plot([m for m, _ in human], [rate for _, rate in human], linestyle=":", color="#555555", linewidth=1.0, label="people's success rate")
-        for half, colour in ((report.before, BEFORE_COLOUR), (report.after, AFTER_COLOUR)):
-            start, end = _num(half.first_occurred_at), _num(max(half.last_occurred_at, half.first_occurred_at + timedelta(days=1)))
-            label = f"{'before' if half.label == 'before_cutoff' else 'after'} cutoff: mean {half.mean_score:.3f} (n = {half.n})"
-            score_axes.hlines(half.mean_score, start, end, colors=colour, linewidth=2.2, label=label, zorder=3)
-        cutoff = _at(report.cutoff)
-        for axes in (score_axes, count_axes):
-            axes.axvline(cutoff, color="black", linestyle="--", linewidth=1.0)
-        score_axes.annotate(
-            f"training cutoff {report.cutoff.isoformat()}",
-            xy=(cutoff, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(4, -12),
-            textcoords="offset points",
-            fontsize=8,
-        )
-        score_axes.set_ylim(-0.02, 1.02)
-        score_axes.set_ylabel(f"mean {report.score_name} per month")
-        score_axes.legend(loc="lower left", fontsize=8, frameon=False)
-        verdict = "older items score higher than chance explains" if report.flagged else "no gap beyond chance"
-        _titles(
-            figure,
-            f"{report.model} on {report.corpus}, {report.score_name} before and after the training cutoff: {verdict}",
-            f"difference {points(report.difference)} (95% interval {report.interval.low * 100:+.1f} to {report.interval.high * 100:+.1f}), permutation {p_text(report.p_value)}",
-            report.flagged,
-        )
-        count_axes.bar(months, counts, width=20.0, color=colours, alpha=0.85)
-        count_axes.set_ylabel("items")
-        _date_axis(count_axes)
-        return _render(figure, image_format, dpi)
+        return _render(_temporal_split(report), image_format, dpi)
+
+
+def temporal_split_figure(report: TemporalSplitReport) -> Figure:
+    """The monthly mean score (dot size by item count) with the cutoff, each half's mean across its
+    dates, the human success rate where known, and items per month below; the score axis fitted
+    to the scores (`score_limits`) and the legend under the plots, clear of the data and the dates. Returned
+    laid out, so the places of its parts can be read."""
+    with matplotlib.rc_context(_STYLE):
+        figure = _temporal_split(report)
+        figure.draw_without_rendering()
+        return figure
+
+
+def _temporal_split(report: TemporalSplitReport) -> Figure:
+    figure = Figure(figsize=(9.0, 5.6), layout="constrained")
+    score_axes, count_axes = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    assert isinstance(score_axes, Axes) and isinstance(count_axes, Axes)
+    months = [_month_middle(point.month) for point in report.monthly]
+    counts = np.array([point.n for point in report.monthly], dtype=np.float64)
+    colours = [HALF_COLOURS[point.half] for point in report.monthly]
+    score_axes.plot(months, [point.mean_score for point in report.monthly], color="#bbbbbb", linewidth=0.8, zorder=1)
+    sizes = 12.0 + 140.0 * np.sqrt(counts / max(1.0, float(counts.max())))
+    score_axes.scatter(months, [point.mean_score for point in report.monthly], s=sizes, c=colours, alpha=0.85, edgecolors="white", linewidths=0.5, zorder=2)
+    human = [(month, point.human_success_rate) for month, point in zip(months, report.monthly, strict=True) if point.human_success_rate is not None]
+    if human:
+        score_axes.plot([m for m, _ in human], [rate for _, rate in human], linestyle=":", color="#555555", linewidth=1.0, label="people's success rate")
+    for half, colour in ((report.before, BEFORE_COLOUR), (report.after, AFTER_COLOUR)):
+        start, end = _num(half.first_occurred_at), _num(max(half.last_occurred_at, half.first_occurred_at + timedelta(days=1)))
+        label = f"{'before' if half.label == 'before_cutoff' else 'after'} cutoff: mean {half.mean_score:.3f} (n = {half.n})"
+        score_axes.hlines(half.mean_score, start, end, colors=colour, linewidth=2.2, label=label, zorder=3)
+    cutoff = _at(report.cutoff)
+    for axes in (score_axes, count_axes):
+        axes.axvline(cutoff, color="black", linestyle="--", linewidth=1.0)
+    score_axes.annotate(
+        f"training cutoff {report.cutoff.isoformat()}",
+        xy=(cutoff, 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -12),
+        textcoords="offset points",
+        fontsize=8,
+    )
+    shown = [point.mean_score for point in report.monthly] + [report.before.mean_score, report.after.mean_score] + [rate for _, rate in human]
+    score_axes.set_ylim(*score_limits(shown))
+    score_axes.set_ylabel(f"mean {report.score_name} per month")
+    verdict = "older items score higher than chance explains" if report.flagged else "no gap beyond chance"
+    _titles(
+        figure,
+        f"{report.model} on {report.corpus}, {report.score_name} before and after the training cutoff: {verdict}",
+        f"difference {points(report.difference)} (95% interval {report.interval.low * 100:+.1f} to {report.interval.high * 100:+.1f}), permutation {p_text(report.p_value)}",
+        report.flagged,
+    )
+    count_axes.bar(months, counts, width=20.0, color=colours, alpha=0.85)
+    count_axes.set_ylabel("items")
+    _date_axis(count_axes)
+    # Under the plots, past the dates: a legend inside the score plot would cover its dots.
+    handles, labels = score_axes.get_legend_handles_labels()
+    count_axes.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=LEGEND_DROP, ncols=len(labels), fontsize=8, frameon=False)
+    return figure
 
 
 def probe_chart(report: ProbeReport, *, metric: SimilarityMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:

@@ -19,15 +19,15 @@ by `token_id` finds one token.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from fastapi import Request
+from sqlalchemy import ColumnElement, func, insert
 from sqlalchemy import event as sqlalchemy_event
-from sqlalchemy import insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
@@ -57,6 +57,67 @@ def _record_acting_token(_mapper: Any, _connection: Any, target: AuditEvent) -> 
 
 def is_sealed_action(action: str) -> bool:
     return SEALED_MARK in action
+
+
+CONTENT_READS = frozenset(action.value for action in AuditAction if action.value.endswith("read") and not is_sealed_action(action.value))
+"""The actions that record a read of content outside the sealed slice (`item.read`,
+`release.items_read`, ...): every page view and API read writes one, so a reader of the log
+usually wants them out of the way. Reads of sealed content are not among them."""
+
+
+def _conditions(
+    actor: str | None,
+    token_id: int | None,
+    action: str | None,
+    object_type: str | None,
+    object_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    *,
+    sealed_only: bool,
+    only_actions: Collection[str] | None,
+    leave_out_actions: Collection[str],
+) -> list[ColumnElement[bool]]:
+    """The filters of `list_events` as SQL conditions on `AuditEvent`."""
+    found: list[ColumnElement[bool]] = []
+    if actor is not None:
+        found.append(col(AuditEvent.actor) == actor)
+    if token_id is not None:
+        found.append(col(AuditEvent.token_id) == token_id)
+    if action is not None:
+        found.append(col(AuditEvent.action).startswith(action[:-1], autoescape=True) if action.endswith("*") else col(AuditEvent.action) == action)
+    if object_type is not None:
+        found.append(col(AuditEvent.object_type) == object_type)
+    if object_id is not None:
+        found.append(col(AuditEvent.object_id) == object_id)
+    if since is not None:
+        found.append(col(AuditEvent.at) >= since)
+    if until is not None:
+        found.append(col(AuditEvent.at) < until)
+    if sealed_only:
+        found.append(col(AuditEvent.action).contains(SEALED_MARK, autoescape=True))
+    if only_actions is not None:
+        found.append(col(AuditEvent.action).in_(sorted(only_actions)))
+    if leave_out_actions:
+        found.append(col(AuditEvent.action).not_in(sorted(leave_out_actions)))
+    return found
+
+
+def count_events(
+    *,
+    session: Session,
+    actor: str | None = None,
+    action: str | None = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    sealed_only: bool = False,
+    only_actions: Collection[str] | None = None,
+) -> int:
+    """How many events match the filters (as `list_events` reads them), on every page together."""
+    conditions = _conditions(actor, None, action, object_type, object_id, since, until, sealed_only=sealed_only, only_actions=only_actions, leave_out_actions=())
+    return int(session.exec(select(func.count()).select_from(AuditEvent).where(*conditions)).one())
 
 
 @dataclass(frozen=True)
@@ -176,28 +237,17 @@ def list_events(
     since: datetime | None = None,
     until: datetime | None = None,
     sealed_only: bool = False,
+    only_actions: Collection[str] | None = None,
+    leave_out_actions: Collection[str] = (),
     limit: int = 100,
     cursor: str | None = None,
 ) -> AuditPage:
     """Events matching every filter given, newest first. `action` ending in `*` matches by prefix
-    (`run.*`); `since` is inclusive, `until` exclusive."""
-    query = select(AuditEvent)
-    if actor is not None:
-        query = query.where(AuditEvent.actor == actor)
-    if token_id is not None:
-        query = query.where(AuditEvent.token_id == token_id)
-    if action is not None:
-        query = query.where(col(AuditEvent.action).startswith(action[:-1], autoescape=True) if action.endswith("*") else AuditEvent.action == action)
-    if object_type is not None:
-        query = query.where(AuditEvent.object_type == object_type)
-    if object_id is not None:
-        query = query.where(AuditEvent.object_id == object_id)
-    if since is not None:
-        query = query.where(col(AuditEvent.at) >= since)
-    if until is not None:
-        query = query.where(col(AuditEvent.at) < until)
-    if sealed_only:
-        query = query.where(col(AuditEvent.action).contains(SEALED_MARK, autoescape=True))
+    (`run.*`); `since` is inclusive, `until` exclusive; `only_actions` keeps the events of those
+    actions, `leave_out_actions` drops them."""
+    query = select(AuditEvent).where(
+        *_conditions(actor, token_id, action, object_type, object_id, since, until, sealed_only=sealed_only, only_actions=only_actions, leave_out_actions=leave_out_actions)
+    )
     if cursor:
         query = query.where(col(AuditEvent.id) < decode_id_cursor(cursor, CURSOR_KIND, secret_key=secret_key))
     rows = session.exec(query.order_by(col(AuditEvent.id).desc()).limit(limit + 1)).all()

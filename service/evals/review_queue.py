@@ -1,6 +1,9 @@
 """The review queue: the items of an eval's sources waiting for review (`unique`), oldest incident
-first, each with what a reviewer decides by: its content, its decision in force from dedup and why
-(`service.items.reads.explain_decision`), whether it is bound for a sealed slice, and whether its source changed it after a curator's edit.
+first (on an eval with automatic approval, not those it already took: `taken_without_review`),
+each with what a reviewer decides by: its content, its decision in force from dedup and why
+(`service.items.reads.explain_decision`), whether it is bound for a sealed slice, and whether its
+source changed it after a curator's edit. `waiting_for_review` counts the same items for the
+pages that list evals.
 
 Sealed-bound items (`curation.releases.visibility`) stay in the queue, and in its total, but are
 shown by metadata only (source, dates, status, dedup decision without the item matched) unless
@@ -9,7 +12,8 @@ seals them. A text filter never looks at the text of an item the reader may not 
 are left out of its matches, so the filter cannot be used to guess at sealed content.
 
 Cost on a large pool: without a text filter, one count and one page query on the item's indexed
-columns, one query for the page's decisions in force, and the visibility queries over the page and
+columns (on an eval with automatic approval, with a NOT EXISTS on `eval_item`'s (eval, item)
+index), one query for the page's decisions in force, and the visibility queries over the page and
 the items its decisions name.
 With `text` (SQL LIKE, case-insensitive), the ids of the matches are read in one query and their
 visibility decided in batches before the page is cut. No query is made per item.
@@ -21,12 +25,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, func, or_
+from sqlalchemy import ColumnElement, exists, func, or_
 from sqlmodel import Session, col, select
 
 from curation.releases.visibility import sealing_evals
 from schemas.dedup import DedupDecision
-from schemas.evals import Eval
+from schemas.evals import ApprovalPolicy, Eval, EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.review import QueueDecision, ReviewQueueEntry, ReviewQueuePage
 from schemas.source import Source
@@ -48,6 +52,38 @@ class QueueFilters:
     text: str | None = None
 
 
+def taken_without_review(evaluation: Eval) -> int | None:
+    """The id of `evaluation` when its approval is automatic, else None. Such an eval takes a
+    `unique` item at its next refresh without a review, and an item it retired never comes back:
+    its members, in force or retired, wait for nobody's review on it. (An eval with manual review
+    keeps them: a member that is `unique` again had its content changed and is withheld until a
+    person approves it again.)"""
+    return evaluation.id if evaluation.approval_policy == ApprovalPolicy.AUTO.value else None
+
+
+def _not_member_of(eval_id: int) -> ColumnElement[bool]:
+    return ~exists().where(col(EvalItem.eval_id) == eval_id, col(EvalItem.item_id) == col(Item.id))
+
+
+def waiting_for_review(session: Session, evaluations: Sequence[Eval]) -> dict[str, int]:
+    """How many items wait for review on each of `evaluations`, by name: the `total` its review
+    queue shows without filters. One grouped count, and one more for each eval with automatic
+    approval."""
+    wanted = sorted({source for evaluation in evaluations for source in evaluation.sources})
+    unique = (col(Item.status) == ItemStatus.UNIQUE.value, col(Source.name).in_(wanted))
+    by_source = dict(session.exec(select(Source.name, func.count()).join(Item, col(Item.source_id) == col(Source.id)).where(*unique).group_by(col(Source.name))).all())
+    waiting = {}
+    for evaluation in evaluations:
+        count = sum(by_source.get(source, 0) for source in set(evaluation.sources))
+        taker = taken_without_review(evaluation)
+        if taker is not None and count:
+            mine = (col(Item.status) == ItemStatus.UNIQUE.value, col(Source.name).in_(sorted(set(evaluation.sources))))
+            taken = select(func.count()).select_from(Item).join(Source, col(Source.id) == col(Item.source_id)).join(EvalItem, col(EvalItem.item_id) == col(Item.id))
+            count -= int(session.exec(taken.where(*mine, col(EvalItem.eval_id) == taker)).one())
+        waiting[evaluation.name] = count
+    return waiting
+
+
 def review_queue(
     *,
     session: Session,
@@ -67,7 +103,17 @@ def review_queue(
     seals it is among them. Reads only: the caller audits what it serves (`serve_queue`)."""
     sources = evaluation.sources if source is None else [name for name in evaluation.sources if name == source]
     filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
-    return source_queue(session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=evaluation.name)
+    return source_queue(
+        session=session,
+        sources=sources,
+        secret_key=secret_key,
+        filters=filters,
+        limit=limit,
+        offset=offset,
+        revealed=revealed,
+        eval_name=evaluation.name,
+        taken_by=taken_without_review(evaluation),
+    )
 
 
 def source_queue(
@@ -80,10 +126,14 @@ def source_queue(
     offset: int,
     revealed: Collection[int] = (),
     eval_name: str | None = None,
+    taken_by: int | None = None,
 ) -> ReviewQueuePage:
-    """One page of the review queue of `sources` (`review_queue`), numbered from `offset + 1`."""
+    """One page of the review queue of `sources` (`review_queue`), numbered from `offset + 1`.
+    `taken_by`: the id of an eval whose members wait for no review (`taken_without_review`)."""
     names = {source_id: name for source_id, name in session.exec(select(Source.id, Source.name).where(col(Source.name).in_(sorted(set(sources))))).all() if source_id is not None}
     conditions: list[ColumnElement[bool]] = [col(Item.status) == ItemStatus.UNIQUE.value, col(Item.source_id).in_(sorted(names))]
+    if taken_by is not None:
+        conditions.append(_not_member_of(taken_by))
     if filters.occurred_after is not None:
         conditions.append(col(Item.occurred_at) >= filters.occurred_after)
     if filters.occurred_before is not None:

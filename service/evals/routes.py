@@ -134,7 +134,8 @@ def review_queue(
     limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
 ) -> ReviewQueuePage:
-    """The items of the eval's sources waiting for review, oldest incident first: one page from
+    """The items of the eval's sources waiting for review (on an eval with automatic approval, not
+    those it already took), oldest incident first: one page from
     `offset`, each with its `position` of the `total`, its dedup decision, and flags for a sealed
     slice and for a source change after a curator's edit. Sealed-bound items come by metadata only
     (`withheld`) unless this token opened a sealed review window (`POST .../sealed-review`); every

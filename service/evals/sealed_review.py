@@ -37,7 +37,7 @@ from service.core.auth import Principal
 from service.core.db import write_transaction
 from service.evals.definitions import require_eval, seal_keys
 from service.evals.refusal_audit import AuditedRefusal, refusals_audited
-from service.evals.review_queue import QueueFilters, source_queue
+from service.evals.review_queue import QueueFilters, source_queue, taken_without_review
 
 OPENED = AuditAction.EVAL_SEALED_REVIEW_OPENED
 REFUSED = AuditAction.EVAL_SEALED_REVIEW_REFUSED
@@ -169,15 +169,18 @@ def serve_queue(
     offset: int,
     evaluation: Eval | None = None,
 ) -> ReviewQueuePage:
-    """One page of the review queue of `sources` (those of `evaluation` when given) as `viewer`
-    may see it, audited: the entries served with content (`item.read`), and apart from them the
+    """One page of the review queue of `sources` (those of `evaluation` when given, less the items
+    it took without review: `taken_without_review`) as `viewer` may see it, audited: the entries served with content (`item.read`), and apart from them the
     sealed-bound ones that open windows of the viewer revealed, each window covering an eval that
     seals them (`item.sealed_review_read`, on the page's eval, naming the windows)."""
     with Session(engine) as session:
         windows = open_sealed_reviews(session=session, token_id=viewer.token_id) if viewer.may_see_sealed else {}
         revealed = {eval_id for eval_id in session.exec(select(Eval.id).where(col(Eval.name).in_(sorted(windows)))).all() if eval_id is not None}
         eval_name = evaluation.name if evaluation is not None else None
-        page = source_queue(session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=eval_name)
+        taken_by = taken_without_review(evaluation) if evaluation is not None else None
+        page = source_queue(
+            session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=eval_name, taken_by=taken_by
+        )
     if evaluation is not None:
         page.sealed_review_until = windows.get(evaluation.name)
     shown = [entry.id for entry in page.entries if not entry.sealed]

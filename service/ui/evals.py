@@ -16,7 +16,6 @@ from typing import Annotated, Any
 from fastapi import Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
-from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from starlette.background import BackgroundTask
@@ -24,9 +23,7 @@ from starlette.background import BackgroundTask
 from schemas.audit import AuditAction
 from schemas.common import MAX_COUNT
 from schemas.evals import ApprovalPolicy, Eval, EvalUpdate, Split
-from schemas.item import Item, ItemStatus
 from schemas.release import Release
-from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.auth import Principal
@@ -35,6 +32,7 @@ from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, seal_keys, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
+from service.evals.review_queue import waiting_for_review
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.refusals import shows_refusal
 from service.ui.release_diff import LISTED, dev_items, diff_releases
@@ -93,15 +91,12 @@ def eval_list(request: Request) -> HTMLResponse:
     """Every eval with its settings, newest release and the items waiting for review."""
     _reader(request)
     with Session(request.app.state.engine) as session:
-        pending = dict(
-            session.exec(
-                select(Source.name, func.count()).join(Item, col(Item.source_id) == col(Source.id)).where(Item.status == ItemStatus.UNIQUE.value).group_by(col(Source.name))
-            ).all()
-        )
+        evaluations = list_evals(session=session)
+        pending = waiting_for_review(session, evaluations)
         rows = []
-        for evaluation in list_evals(session=session):
+        for evaluation in evaluations:
             assert evaluation.id is not None
-            rows.append({"eval": evaluation, "latest": latest_release_number(session, evaluation.id), "pending": sum(pending.get(source, 0) for source in set(evaluation.sources))})
+            rows.append({"eval": evaluation, "latest": latest_release_number(session, evaluation.id), "pending": pending[evaluation.name]})
         return page(request, "evals.html", {"rows": rows})
 
 
@@ -264,14 +259,15 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
 
 @router.get("/ui/evals/{name}/releases/{ref}/manifest.json")
 def manifest_json(request: Request, name: str, ref: str) -> Response:
-    """The manifest as the API serves it to a reader: sealed items as id and digest only."""
+    """The manifest as the API serves it to a reader (sealed items as id and digest only), as a
+    download: a browser saves it rather than showing it in place of the page."""
     _reader(request)
     with Session(request.app.state.engine) as session:
         evaluation = _eval(session, name)
         release = _release(session, evaluation, ref)
         body = manifest(session=session, evaluation=evaluation, release=release).model_dump_json()
     filename = f"{evaluation.name}-{release.number}-manifest.json"
-    return Response(body, media_type="application/json", headers={"Content-Disposition": f'inline; filename="{filename}"', "Cache-Control": "no-store"})
+    return Response(body, media_type="application/json", headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"})
 
 
 def _audit_export(engine: Engine, *, actor: str, endpoint: str, name: str, release_id: int) -> None:

@@ -7,18 +7,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from schemas.common import utcnow
 from schemas.evals import Eval
-from schemas.item import Item, ItemStatus
 from schemas.model_registry import Endpoint
 from schemas.release import Release
 from schemas.source import Source, SourceStatus
 from service.core.settings import Settings
 from service.evals.definitions import list_evals
 from service.evals.releases import sealed_reads_used
+from service.evals.review_queue import waiting_for_review
 from service.runs.model_registry import endpoint_read
 
 LATEST_RELEASES = 8
@@ -56,17 +55,14 @@ def overview(session: Session, settings: Settings) -> dict[str, object]:
     """What the overview page shows (see the module docstring), as template context."""
     now = utcnow()
     sources = list(session.exec(select(Source).order_by(col(Source.name))).all())
-    names = {source.id: source.name for source in sources}
-    pending_by_source = dict(
-        session.exec(select(Item.source_id, func.count()).where(Item.status == ItemStatus.UNIQUE.value).group_by(col(Item.source_id))).all()
-    )
     evals: list[EvalRow] = []
     warnings: list[str] = []
     evaluations: list[Eval] = list_evals(session=session)
+    waiting = waiting_for_review(session, evaluations)
     for evaluation in evaluations:
         assert evaluation.id is not None
         wanted = set(evaluation.sources)
-        pending = sum(count for source_id, count in pending_by_source.items() if names.get(source_id) in wanted)
+        pending = waiting[evaluation.name]
         in_force = select(Release).where(Release.eval_id == evaluation.id, col(Release.withdrawn_at).is_(None))
         latest = session.exec(in_force.order_by(col(Release.number).desc())).first()
         evals.append(EvalRow(evaluation.name, sorted(wanted), pending, next_refresh(evaluation.schedule, now), latest.number if latest else None))

@@ -2,8 +2,9 @@
 
 Every page gets `me` (the signed-in principal), `csrf` (the session's CSRF value, which every form
 sends back as the `csrf` field), `can(scope)`, `when(datetime)` and `notice` (what the action
-before the page did, carried over its redirect in a one-shot cookie). Pages are never cached
-(`no-store`): they show what this person may see now.
+before the page did, carried over its redirect in a one-shot cookie). A notice, like any message
+shown through the `code_spans` filter, is escaped and its `backtick-quoted` parts (a command, a
+setting) shown as code. Pages are never cached (`no-store`): they show what this person may see now.
 
 Every page module builds its router with `ui_router()`, whose CSRF check runs before any handler
 of a state-changing request (anything but GET and HEAD): the request must carry the session's CSRF
@@ -13,6 +14,7 @@ answers with `done(url, notice)`: a 303 to the page that shows its result.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from urllib.parse import quote, unquote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from pydantic import ValidationError
 
 from schemas.token import Scope
@@ -34,6 +37,7 @@ NO_STORE = {"Cache-Control": "no-store"}
 NOTICE_COOKIE = "goldenset_notice"
 NOTICE_LENGTH = 600
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
 class UiRefused(Exception):
@@ -86,6 +90,21 @@ def when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def code_spans(text: str) -> Markup:
+    """`text` escaped, each part between a pair of backticks shown as `<code>` (without the
+    backticks). A lone backtick stays as it is; nothing in `text` becomes markup of its own."""
+    parts = CODE_SPAN.split(text)
+    return Markup("").join(Markup("<code>{}</code>").format(part) if index % 2 else escape(part) for index, part in enumerate(parts))
+
+
+TEMPLATES.env.filters["code_spans"] = code_spans
+
+
+def unbroken_when(value: datetime | None) -> Markup:
+    """`when(value)` kept on one line (a narrow column would break it at its hyphens)."""
+    return Markup('<span class="nowrap">{}</span>').format(when(value))
+
+
 async def check_csrf(request: Request) -> None:
     """Refuse a state-changing request without the session's CSRF value (403). The sign-in form
     checks its own value (`service.ui.routes`)."""
@@ -121,8 +140,8 @@ def page(request: Request, template: str, context: Mapping[str, Any] | None = No
         "csrf": session.csrf if isinstance(session, SignedIn) else "",
         "can": (lambda scope: me is not None and scope in me.scopes),
         "path": request.url.path,
-        "when": when,
-        "notice": _notice(request),
+        "when": unbroken_when,
+        "notice": code_spans(_notice(request)),
     }
     response = TEMPLATES.TemplateResponse(request, template, {**common, **(context or {})}, status_code=status)
     response.headers.update(NO_STORE)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.evidence.charts import probe_chart, temporal_split_chart
+from curation.evidence.charts import probe_chart, score_limits, temporal_split_chart, temporal_split_figure
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probing import plan_probes
 from curation.evidence.temporal_split import temporal_split_report
@@ -73,3 +73,45 @@ def test_probe_chart_renders_svg_and_png(probe: ProbeReport, tmp_path: Path) -> 
 def test_an_unknown_image_format_is_refused(temporal: TemporalSplitReport) -> None:
     with pytest.raises(ValueError, match="'svg' or 'png'"):
         temporal_split_chart(temporal, image_format="gif")  # type: ignore[arg-type]
+
+
+def _small_scores() -> TemporalSplitReport:
+    """Scores all under 0.1 (a pass rate on a hard eval): 0.06 before the cutoff, 0.03 after."""
+    rng = np.random.default_rng(2)
+    start = datetime(2023, 1, 1, tzinfo=UTC)
+    results = [
+        ItemResult(item_id=str(index), occurred_at=start + timedelta(days=int(day)), score=float(rng.uniform(0.04, 0.08) if day < 365 else rng.uniform(0.01, 0.05)))
+        for index, day in enumerate(rng.integers(0, 730, 200))
+    ]
+    return temporal_split_report(results, cutoff=CUTOFF, model="example-model", corpus="incidents", rng=rng)
+
+
+def test_the_score_axis_fits_the_scores_with_a_margin() -> None:
+    assert score_limits([0.2, 0.6]) == pytest.approx((0.16, 0.7))
+    assert score_limits([0.0, 1.0]) == (0.0, 1.0)  # never past 0 or 1 for scores within them
+    low, high = score_limits([0.5, 0.5])
+    assert low < 0.5 < high
+    assert score_limits([-2.0, 3.0]) == pytest.approx((-2.5, 4.25))
+
+
+def test_small_scores_fill_the_plot_and_the_legend_covers_no_data() -> None:
+    report = _small_scores()
+    figure = temporal_split_figure(report)
+    score_axes = figure.axes[0]
+    low, high = score_axes.get_ylim()
+    monthly = [point.mean_score for point in report.monthly]
+    assert 0.0 <= low <= min(monthly) and max(monthly) <= high < 0.15, (low, high)
+    count_axes = figure.axes[1]
+    drawn = count_axes.get_legend()
+    assert score_axes.get_legend() is None and drawn is not None
+    legend = drawn.get_window_extent()
+    # Each plot with its tick labels and axis labels, the legend itself left out.
+    plots = [axes.get_tightbbox(bbox_extra_artists=[]) for axes in figure.axes]
+    assert all(plot is not None for plot in plots)
+    for plot in plots:
+        assert plot is not None and not legend.overlaps(plot), "the legend lies over a plot or its labels"
+    assert all(plot is not None and legend.y1 <= plot.y0 for plot in plots), "the legend is not under the plots"
+    for text in figure.texts:  # the titles and the footnote
+        assert not legend.overlaps(text.get_window_extent()), f"the legend lies over {text.get_text()[:40]!r}"
+    shown = [text.get_text() for text in drawn.get_texts()]
+    assert shown[:2] == [f"before cutoff: mean {report.before.mean_score:.3f} (n = {report.before.n})", f"after cutoff: mean {report.after.mean_score:.3f} (n = {report.after.n})"]

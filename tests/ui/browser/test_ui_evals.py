@@ -183,11 +183,17 @@ def test_the_manifest_page_verifies_and_its_downloads_match_the_release(page: Pa
     assert event.count == release.dev_count and event.object_id == f"{EVAL}/2"
     assert sorted(event.details["item_ids"]) == sorted(item["id"] for item in items)
 
-    answer = context.request.get(page.get_by_role("link", name="Manifest JSON").get_attribute("href") or "")
-    assert answer.ok
-    body = answer.json()
+    # The manifest downloads as a file: the page stays where it was.
+    with page.expect_download() as waiting:
+        page.get_by_role("link", name="Manifest JSON").click()
+    download = waiting.value
+    assert download.suggested_filename == f"{EVAL}-2-manifest.json"
+    expect(page).to_have_url(re.compile(rf"/ui/evals/{EVAL}/releases/2$"))
+    body = json.loads(Path(download.path()).read_text(encoding="utf-8"))
     assert body["number"] == 2 and body["dev_merkle_root"] == release.dev_root
     assert len(body["items"]) == release.dev_count + release.sealed_count
+    answer = context.request.get(page.get_by_role("link", name="Manifest JSON").get_attribute("href") or "")
+    assert answer.ok and answer.headers["content-disposition"] == f'attachment; filename="{EVAL}-2-manifest.json"'
 
 
 def test_an_admin_changes_a_setting_and_a_bad_value_is_shown_not_saved(page: Page, ui_server: UiServer, shots: Shots) -> None:

@@ -360,3 +360,25 @@ def test_the_item_list_pages_past_sealed_items_and_filters(page: Page, ui_server
     expect(rows.first).to_be_visible()
     assert set(rows.locator("td:nth-child(4)").all_inner_texts()) == {"approved"}
     shots(page, "approved items")
+
+
+def _pill(page: Page, status: str) -> dict[str, Any]:
+    """The first status pill of `status` on the page: its text and its computed colours."""
+    pill = page.locator(f".state.state-{status}").first
+    expect(pill).to_be_visible()
+    colours: dict[str, Any] = pill.evaluate("(element) => { const style = getComputedStyle(element); return {background: style.backgroundColor, colour: style.color}; }")
+    return {"text": pill.inner_text(), **colours}
+
+
+def test_statuses_differ_in_colour_and_in_words(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    sign_in(page, ui_server, "reader")
+    pills = {}
+    for status in ("unique", "approved", "duplicate"):
+        page.goto(f"/ui/items?status={status}")
+        pills[status] = _pill(page, status)
+        shots(page, f"items {status}")
+    assert pills["unique"]["text"] == "unique · waiting for review"
+    assert pills["approved"]["text"] == "approved" and pills["duplicate"]["text"] == "duplicate"
+    backgrounds = {pill["background"] for pill in pills.values()}
+    assert len(backgrounds) == 3, pills  # waiting is no longer the green of approved
+    assert pills["unique"]["background"] == "rgb(255, 241, 204)"  # amber

@@ -26,6 +26,7 @@ from schemas.probes import Probe, ProbeCreate
 from schemas.release import Release, ReleaseItem
 from schemas.review import Decision
 from schemas.runs import ResultIn, ResultsPost, Run, RunItem
+from service.core.audit import CONTENT_READS
 from service.core.db import write_session, write_transaction
 from service.core.tokens import create_token
 from service.evidence.probe_execution import execute_probe
@@ -357,10 +358,10 @@ def test_the_audit_log_filters_by_action_and_pages_newest_first(page: Page, ui_s
     with Session(ui_server.engine) as session:
         total = session.exec(select(func.count()).select_from(AuditEvent)).one()
     assert total > 20
-    page.goto("/ui/audit?limit=20")
+    page.goto("/ui/audit?limit=20&reads=with")
     expect(rows).to_have_count(20)
     page.get_by_role("link", name="Older").click()
-    expect(page).to_have_url(re.compile(r"limit=20&cursor="))
+    expect(page).to_have_url(re.compile(r"reads=with&limit=20&cursor="))
     expect(page.get_by_role("link", name="Newest")).to_be_visible()
     expect(rows).to_have_count(min(20, total - 20))
     shots(page, "audit older page")
@@ -372,6 +373,38 @@ def test_the_audit_log_filters_by_action_and_pages_newest_first(page: Page, ui_s
     assert answer is not None and answer.status == 422
     expect(page.get_by_role("alert")).to_contain_text("start again from the newest events")
     shots(page, "audit forged cursor")
+
+
+def test_the_audit_log_shows_decisions_and_changes_and_counts_the_reads_it_leaves_out(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    sign_in(page, ui_server, "admin")
+    page.goto("/ui/items")  # a page view: one more item.read
+    page.goto("/ui/audit?limit=200")
+    rows = page.locator("table.audit tbody tr")
+    expect(rows.first).to_be_visible()
+    with Session(ui_server.engine) as session:
+        actions = list(session.exec(select(AuditEvent.action).order_by(col(AuditEvent.id).desc())).all())
+    reads = [action for action in actions if action in CONTENT_READS]
+    assert "item.read" in reads and "item.sealed_read" not in CONTENT_READS
+    shown = [rows.nth(index).locator("td").nth(2).inner_text().split()[0] for index in range(rows.count())]
+    assert shown == [action for action in actions if action not in CONTENT_READS][:200]
+    expect(page.get_by_label("Show")).to_have_value("")
+    expect(page.get_by_role("status")).to_have_text(re.compile(rf"^{len(reads)} content reads? matching these filters left out"))
+    shots(page, "audit without reads")
+
+    page.get_by_role("link", name="Show them too").click()
+    expect(page.get_by_label("Show")).to_have_value("with")
+    expect(page.locator("table.audit tbody tr td:nth-child(3)", has_text="item.read").first).to_be_visible()
+    expect(page.get_by_role("status")).to_have_count(0)
+    page.get_by_label("Show").select_option("only")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"reads=only"))
+    only = [rows.nth(index).locator("td").nth(2).inner_text().split()[0] for index in range(rows.count())]
+    assert only and set(only) <= CONTENT_READS
+    shots(page, "audit reads only")
+
+    # An action typed in the filter is shown even when it is a read.
+    page.goto("/ui/audit?action=item.read")
+    expect(rows.first.locator("td").nth(2)).to_have_text("item.read")
 
 
 def test_a_person_with_sealed_reads_what_was_written_about_sealed_items(page: Page, ui_server: UiServer, shots: Shots) -> None:

@@ -22,6 +22,7 @@ from service.core.db import write_session
 from service.dedup.runner import run_curation
 from service.evals.definitions import create_eval
 from service.items.shaping import withheld
+from service.ui.review import NEIGHBOUR_FLOOR, NEIGHBOURS
 from tests.conftest import TEST_SECRET_KEY, make_settings
 from tests.dedup_support import hadoop_reports, ingest, planted, shared_encoder
 from tests.ui.browser.conftest import SEAL_KEY, Shots, UiServer, make_tokens, sign_in
@@ -136,6 +137,50 @@ def test_a_curator_reviews_with_the_keyboard_and_undoes(page: Page, ui_server: U
     assert _status(engine, third) == ItemStatus.UNIQUE.value
 
 
+def test_escape_leaves_a_field_and_question_mark_lists_the_keys(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    sign_in(page, ui_server, "curator")
+    page.goto(QUEUE)
+    at, total = _position(page)
+    reason = page.get_by_label("Reason", exact=True)
+    _press(page, "r")
+    expect(reason).to_be_focused()
+    page.keyboard.type("half a thought")
+    # Escape leaves the field with what was typed; the next key is a shortcut again, not text.
+    page.keyboard.press("Escape")
+    expect(reason).not_to_be_focused()
+    expect(reason).to_have_value("half a thought")
+    help_list = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(help_list).to_have_count(0)
+    page.keyboard.press("?")
+    expect(help_list).to_be_visible()
+    expect(reason).to_have_value("half a thought")
+    listed = help_list.locator("dt").all_inner_texts()
+    for key in ("a", "r", "e", "s", "/", "Esc", "?"):
+        assert key in listed, (key, listed)
+    expect(help_list).to_contain_text("Approve this item")
+    expect(help_list).to_contain_text("Reason: type why, then Enter rejects this item")
+    shots(page, "keyboard shortcuts")
+    page.keyboard.press("Escape")
+    expect(help_list).to_be_hidden()
+    page.keyboard.press("?")
+    expect(help_list).to_be_visible()
+    page.keyboard.press("a")  # no shortcut fires while the list is open
+    page.keyboard.press("?")
+    expect(help_list).to_be_hidden()
+    assert _position(page) == (at, total)
+
+    # The text filter (a search field) keeps its text on Escape.
+    _press(page, "/")
+    text = page.get_by_label("Text", exact=True)
+    expect(text).to_be_focused()
+    page.keyboard.type("S3A")
+    page.keyboard.press("Escape")
+    expect(text).not_to_be_focused()
+    expect(text).to_have_value("S3A")
+    page.keyboard.press("s")
+    expect(page.locator(".position")).to_contain_text(f"Item {at + 1} of {total}")
+
+
 def test_an_item_is_shown_beside_its_nearest_earlier_items_with_the_differences_marked(page: Page, ui_server: UiServer, shots: Shots) -> None:
     engine = ui_server.engine
     sign_in(page, ui_server, "curator")
@@ -162,6 +207,37 @@ def test_an_item_is_shown_beside_its_nearest_earlier_items_with_the_differences_
     shots(page, "neighbours side by side")
     with Session(engine) as session:
         assert session.exec(select(func.count()).select_from(AuditEvent).where(AuditEvent.action == "item.similar_read")).one() >= 1
+
+
+def test_only_earlier_items_with_a_useful_similarity_are_shown_and_the_rest_are_counted(page: Page, ui_server: UiServer, shots: Shots) -> None:
+    sign_in(page, ui_server, "curator")
+    page.goto(QUEUE)
+    for _ in range(60):  # the server builds its dedup index in the background on first use
+        if "index is loading" not in page.content():
+            break
+        page.wait_for_timeout(500)
+        page.reload()
+    _, total = _position(page)
+    cosines: list[float] = []
+    left_out = 0
+    for at in range(1, min(total, 20) + 1):
+        page.goto(f"{QUEUE}?at={at}")
+        section = page.locator("section").filter(has=page.get_by_role("heading", name="Nearest earlier items"))
+        if section.count() == 0:  # a sealed-bound item: no neighbours at all
+            continue
+        shown = [float(value) for value in re.findall(r"\(cosine (-?[0-9.]+)\)", section.inner_text())]
+        note = section.locator(".below-floor")
+        counted = re.match(r"(\d+) nearest", note.inner_text()) if note.count() else None
+        hidden = int(counted.group(1)) if counted else 0
+        assert len(shown) + hidden <= NEIGHBOURS
+        if not shown:
+            expect(section).to_contain_text(f"No earlier item is close to this one (a body cosine of {NEIGHBOUR_FLOOR:.2f} or more)")
+        if hidden and not left_out:
+            shots(page, "neighbours below the floor counted")
+        cosines += shown
+        left_out += hidden
+    assert cosines and min(cosines) >= NEIGHBOUR_FLOOR, cosines
+    assert left_out > 0, "no page left out a distant neighbour: the walk proves nothing"
 
 
 def test_filters_and_bulk_decisions(page: Page, ui_server: UiServer, shots: Shots) -> None:
