@@ -667,7 +667,7 @@ PIECES = (
     ("curation/releases/visibility.py", "sealed_item_ids", "      sealed_item_ids"),
     ("service/evals/review_queue.py", "decisions_in_force", "      decisions_in_force"),
     ("service/core/audit.py", "record_read", "  record_read (audit writes)"),
-    ("service/ui/review.py", "_neighbours", "  _neighbours"),
+    ("service/ui/review_neighbours.py", "neighbours_of", "  neighbours_of"),
     ("service/dedup/reader.py", "without_waiting", "    without_waiting (index_state)"),
     ("curation/dedup/similarity.py", "similar_to_stored", "    similar_to_stored"),
     ("curation/dedup/index.py", "nearest", "      index.nearest (vector scan)"),

@@ -4,9 +4,9 @@ back and undo, keyboard shortcuts, "n of N", filters, and bulk decisions over th
 
 The queue is `service.evals.sealed_review.serve_queue`, which audits what it serves and shows
 sealed-bound items by metadata only unless the person opened a sealed review window (the
-`sealed` scope; audited and budgeted) from this page. Neighbours come from stored vectors
-(`curation.dedup.similarity.similar_to_stored`): no page runs the embedding model. Sealed-bound
-items are never shown as neighbours, and a withheld item gets no neighbours at all.
+`sealed` scope; audited and budgeted) from this page. Its neighbours come from
+`service.ui.review_neighbours` (stored vectors: no page runs the embedding model; never a
+sealed-bound item); a withheld item gets no neighbours at all.
 
 Every decision is taken where it is pressed, in the request's unit of work, and answered with a
 redirect (303) to the queue at the same place, so the next item slides in; a refused one with a
@@ -16,10 +16,6 @@ decision.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
@@ -27,11 +23,8 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from markupsafe import Markup
 from sqlmodel import Session, col, select
 
-from curation.dedup.deduplicator import Deduplicator
-from curation.dedup.similarity import NotIndexed, Similar, similar_to_stored
 from curation.review import UNDONE, decide, review_batch, undo_review, undoable
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
@@ -39,7 +32,6 @@ from schemas.evals import Eval
 from schemas.item import Item
 from schemas.lifecycle import ItemAction
 from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQueuePage
-from schemas.source import Source
 from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.deps import SessionDep, WriteSessionDep, hand_back_connection
@@ -47,30 +39,12 @@ from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue, unread_by
-from service.items.shaping import ShownItem, shape_items
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.refusals import shows_refusal
-from service.ui.worddiff import side_by_side
+from service.ui.review_neighbours import NEIGHBOUR_FLOOR, PREPARED, Neighbours, neighbours_of, prepare_next
 
 router = ui_router()
 LIST_SIZE = 25
-NEIGHBOURS = 3
-NEIGHBOUR_POOL = 30
-"""Candidates by vector ranked for the page's neighbours (the lexical comparison dominates the cost)."""
-NEIGHBOUR_FLOOR = 0.5
-"""The lowest body cosine at which an earlier item is shown beside the one under review. Below it
-two reports share a topic, not an incident, and a word diff of them is noise. Measured with
-all-MiniLM-L6-v2 on GitBugs Hadoop: 94% of 107 pairs labelled one incident score 0.5 or more
-(5th percentile 0.47), while 400 random pairs of reports score a median 0.21 and only 4% reach
-0.5. The floor sits well under dedup's recall-first guard (0.72), so the duplicates dedup let
-through, which a reviewer is here to catch, are still shown."""
-REMEMBERED = 4096
-_REMEMBERED: OrderedDict[tuple[int, int], tuple[Deduplicator, list[Similar]]] = OrderedDict()
-_REMEMBERED_LOCK = threading.Lock()
-_PREPARING = threading.Lock()
-PREPARED = 3
-"""Items after the one shown whose neighbours are ranked ahead, in the background."""
-logger = logging.getLogger(__name__)
 MAX_BULK = 200
 MAX_TEXT = 200
 MAX_POSITION = 10_000_000
@@ -99,30 +73,6 @@ class Place:
         )
 
 
-@dataclass(frozen=True)
-class Neighbour:
-    """A nearest earlier item and the two texts side by side, the differing words marked."""
-
-    item: ShownItem
-    source: str
-    score: float
-    cosine: float
-    theirs: Markup
-    ours: Markup
-    title_theirs: Markup
-    title_ours: Markup
-
-
-@dataclass(frozen=True)
-class Neighbours:
-    """The earlier items shown beside an item under review (`shown`), how many of its nearest ones
-    were left out under `NEIGHBOUR_FLOOR` (`below_floor`), and why none are shown (None when some are)."""
-
-    shown: list[Neighbour]
-    below_floor: int = 0
-    why_none: str | None = None
-
-
 def _eval(session: Session, name: str) -> Eval:
     try:
         return require_eval(session=session, name=name)
@@ -132,73 +82,6 @@ def _eval(session: Session, name: str) -> Eval:
 
 def _url(name: str, place: Place, **changes: Any) -> str:
     return f"/ui/evals/{name}/review?{place.query(**changes)}"
-
-
-def _neighbours(request: Request, session: Session, entry: ReviewQueueEntry, secret_key: str) -> Neighbours:
-    """The entry's nearest earlier items that this person may see and that reach `NEIGHBOUR_FLOOR`,
-    from stored vectors; how many nearest ones fell under the floor; or why none are shown."""
-    item = session.get(Item, entry.id)
-    if item is None:
-        return Neighbours([])
-    deduplicator = request.app.state.dedup_reader.without_waiting(request.app.state.engine)
-    if deduplicator is None:
-        return Neighbours([], why_none="The dedup index is loading: reload in a moment to see this item's nearest earlier items.")
-    try:
-        ranked = _ranked(session, deduplicator, item)
-    except NotIndexed as exc:
-        return Neighbours([], why_none=str(exc))
-    rows = session.exec(select(Item, Source.name).join(Source, col(Source.id) == col(Item.source_id)).where(col(Item.id).in_([similar.item_id for similar in ranked]))).all()
-    found = {other.id: other for other in shape_items(session=session, rows=list(rows), secret_key=secret_key) if not other.withheld}
-    nearest = [similar for similar in ranked if similar.item_id in found][:NEIGHBOURS]
-    close = [similar for similar in nearest if similar.cosine >= NEIGHBOUR_FLOOR]
-    neighbours = []
-    for similar in close:
-        other = found[similar.item_id]
-        theirs, ours = side_by_side(other.input, entry.input)
-        title_theirs, title_ours = side_by_side(other.title, entry.title)
-        neighbours.append(Neighbour(other, other.source, similar.score, similar.cosine, theirs, ours, title_theirs, title_ours))
-    below = len(nearest) - len(close)
-    return Neighbours(neighbours, below, None if neighbours else f"No earlier item is close to this one (a body cosine of {NEIGHBOUR_FLOOR:.2f} or more).")
-
-
-def _ranked(session: Session, deduplicator: Deduplicator, item: Item) -> list[Similar]:
-    """The item's nearest earlier items in this index, remembered per index (Skip, Back and reloads
-    cost nothing; a new index, built once curation moved on, starts afresh)."""
-    assert item.id is not None
-    key = (id(deduplicator), item.id)
-    with _REMEMBERED_LOCK:
-        found = _REMEMBERED.get(key)
-        if found is not None and found[0] is deduplicator:
-            _REMEMBERED.move_to_end(key)
-            return found[1]
-    ranked = similar_to_stored(session, lambda: deduplicator, item, k=NEIGHBOURS + 2, pool_size=NEIGHBOUR_POOL)
-    with _REMEMBERED_LOCK:
-        _REMEMBERED[key] = (deduplicator, ranked)
-        while len(_REMEMBERED) > REMEMBERED:
-            _REMEMBERED.popitem(last=False)
-    return ranked
-
-
-def _prepare_next(request: Request, item_ids: list[int]) -> None:
-    """Rank the neighbours of the next items of the queue in the background, so that walking on
-    finds them ready. Skipped while an earlier preparation is still running."""
-    deduplicator = request.app.state.dedup_reader.without_waiting(request.app.state.engine)
-    if deduplicator is None or not item_ids or not _PREPARING.acquire(blocking=False):
-        return
-    engine = request.app.state.engine
-
-    def prepare() -> None:
-        try:
-            with Session(engine) as session:
-                for item in session.exec(select(Item).where(col(Item.id).in_(item_ids))).all():
-                    with contextlib.suppress(NotIndexed):
-                        _ranked(session, deduplicator, item)
-        except Exception:  # only a head start: the page ranks them itself when it needs them
-            logger.exception("preparing the neighbours of the next items failed")
-        finally:
-            _PREPARING.release()
-
-    threading.Thread(target=prepare, name="review-neighbours", daemon=True).start()
 
 
 def _last_decision(session: Session, actor: str) -> AuditEvent | None:
@@ -249,8 +132,8 @@ def review_page(
     links: list[str] = []
     with Session(engine) as session:
         if current is not None and not current.withheld:
-            neighbours = _neighbours(request, session, current, key)
-            _prepare_next(request, [entry.id for entry in queue.entries if entry.position > at and not entry.withheld][:PREPARED])
+            neighbours = neighbours_of(request, session, current, key)
+            prepare_next(request, [entry.id for entry in queue.entries if entry.position > at and not entry.withheld][:PREPARED])
             links = _links(current.metadata)
         last = _last_decision(session, who.actor)
         last_item = int(last.object_id) if last is not None and last.object_id and last.object_id.isdigit() and session.get(Item, int(last.object_id)) is not None else None

@@ -1,8 +1,9 @@
-"""Every page on any screen, from a 390-pixel phone to a 1400-pixel desktop: signed in as an admin
-over a world with real data (the releases, registry, probe, temporal split and audit trail of the
-registry module's seed, and open dedup questions), each page reachable from the navigation and
-each main detail page fits the window's width (tables scroll in their own box), keeps every link
-of the header on its dark bar, and never squeezes a table column to a letter a line.
+"""Every page on any screen, from a 360-pixel phone to a 1400-pixel desktop: signed in as an
+admin over a world with real data (the releases, registry, probe, temporal split and audit trail
+of the registry module's seed, and open dedup questions), each page reachable from the navigation
+and each main detail page fits the window's width (tables and charts scroll in their own box),
+keeps every link of the header on its dark bar, never squeezes a table column to a letter a line
+nor breaks a word of a button or a label, and shows no backtick-quoted text raw (it is code).
 
 A full-page screenshot of each goes to `var/screenshots/<page>-<width>.png`: look at them.
 """

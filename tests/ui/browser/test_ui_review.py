@@ -22,7 +22,7 @@ from service.core.db import write_session
 from service.dedup.runner import run_curation
 from service.evals.definitions import create_eval
 from service.items.shaping import withheld
-from service.ui.review import NEIGHBOUR_FLOOR, NEIGHBOURS
+from service.ui.review_neighbours import NEIGHBOUR_FLOOR, NEIGHBOURS
 from tests.conftest import TEST_SECRET_KEY, make_settings
 from tests.dedup_support import hadoop_reports, ingest, planted, shared_encoder
 from tests.ui.browser.conftest import SEAL_KEY, Shots, UiServer, make_tokens, sign_in
