@@ -82,6 +82,14 @@ def _pages(engine: Engine) -> dict[str, str]:
         "evidence": "/ui/evidence",
         "temporal-split": f"/ui/evidence?model={MODEL}&eval={EVAL}",
         "audit": "/ui/audit",
+        "sources": "/ui/sources",
+        "source-new": "/ui/sources/new?kind=jira",
+        "source-settings": "/ui/sources/kev",
+        "upload": "/ui/upload",
+        "tokens": "/ui/tokens",
+        "eval-new": "/ui/evals/new",
+        "runs": "/ui/runs",
+        "model": f"/ui/models/{MODEL}",
     }
 
 
