@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import logging
 import time
 from functools import partial
 from typing import Annotated, Any
@@ -42,7 +41,8 @@ from service.sources.definitions import (
     update_source,
 )
 from service.sources.ingestion import ingest_records
-from service.sources.pulls import PullRefused, pull_running, pull_source, source_status
+from service.sources.pulls import source_status
+from service.sources.requested_pulls import curate_if_stored, pull_now, start_pull
 from service.sources.webhooks import (
     MAX_HEADER_LENGTH,
     SIGNATURE_HEADER,
@@ -75,7 +75,6 @@ WEBHOOK_BODY = {
         "description": "Signed with the source's secret in the `Goldenset-Signature` header.",
     }
 }
-logger = logging.getLogger("goldenset.api.sources")
 
 
 @router.get("", response_model=list[SourceRead], responses=problem_doc(401, 403))
@@ -129,38 +128,6 @@ def remove_source(name: str, principal: AdminPrincipal, session: WriteSessionDep
         raise ProblemError(409, "Conflict", str(exc)) from exc
 
 
-def _curate_if_stored(request: Request, summary: IngestSummary) -> None:
-    """Start a background curation run when ingest stored new or changed items (never in the handler)."""
-    if summary.new or summary.updated:
-        request.app.state.curation_trigger.request()
-
-
-def _pull_now(request: Request, name: str, actor: str) -> IngestSummary:
-    settings: Settings = request.app.state.settings
-    summary = pull_source(engine=request.app.state.engine, name=name, secret_key=settings.secret_key.get_secret_value(), actor=actor)
-    _curate_if_stored(request, summary)
-    return summary
-
-
-def _pull_in_background(request: Request, name: str, actor: str) -> None:
-    """A pull the API started and answered already (202): it answers nobody, so what stopped it
-    (a refusal, the connector's error, recorded on the source) is logged."""
-    try:
-        _pull_now(request, name, actor)
-    except (PullRefused, ConnectorError) as exc:
-        logger.info("pull of %s requested over the API ended: %s", name, exc)
-    except Exception:
-        logger.exception("pull of %s requested over the API failed", name)
-
-
-def start_pull(request: Request, name: str, actor: str) -> None:
-    """Start a pull of the connector source `name` in the background, for the API and the pages;
-    409 when one is already running. Call it after the request handed back its connection."""
-    if pull_running(request.app.state.engine, name):
-        raise ProblemError(409, "Conflict", f"a pull of source {name!r} is already running")
-    request.app.state.pull_executor.submit(_pull_in_background, request, name, actor)
-
-
 @router.post("/{name}/pull", responses={**problem_doc(401, 403, 404, 409, 502), 202: {"description": "The pull started; follow it with GET /v1/sources/{name}."}})
 def pull(name: str, request: Request, principal: IngestPrincipal, session: SessionDep, wait: bool = False) -> JSONResponse:
     """Pull a connector source now. By default the pull runs in the background (202); `wait=true`
@@ -171,7 +138,7 @@ def pull(name: str, request: Request, principal: IngestPrincipal, session: Sessi
     hand_back_connection(session)  # the pull reads and writes on connections of its own
     if wait:
         try:
-            summary = _pull_now(request, name, principal.actor)
+            summary = pull_now(request, name, principal.actor)
         except ConnectorError as exc:
             raise ProblemError(502, "Pull failed", str(exc), source_status=source_status(request.app.state.engine, name)) from exc
         return JSONResponse(summary.model_dump(mode="json", exclude={"errors"}) | {"errors": [e.model_dump(mode="json") for e in summary.errors]})
@@ -242,7 +209,7 @@ async def push_items(name: str, request: Request, body: BodyDep, principal: Inge
             raise ProblemError(400, "Bad Request", f"expected a JSON array of records, got a JSON {type(document).__name__}")
         records = list(iter_parsed_array(document, None))
     summary = await run_in_threadpool(_store, request.app.state.engine, metrics, name, records, principal.actor)
-    _curate_if_stored(request, summary)
+    curate_if_stored(request, summary)
     return _summary_response(summary)
 
 
@@ -331,5 +298,5 @@ async def webhook(name: str, request: Request, signature: SignatureDep, body: Bo
         # unchanged): either way the sender may retry this very delivery.
         await run_in_threadpool(_forget, engine, source.id, digest)
         raise
-    _curate_if_stored(request, summary)
+    curate_if_stored(request, summary)
     return _summary_response(summary)

@@ -41,7 +41,7 @@ from service.core.cursors import decode_time_id_cursor, encode_cursor
 from service.core.deps import WriteSessionDep, after_commit
 from service.core.problems import ProblemError
 from service.evals.definitions import seal_keys
-from service.evals.sealed_review import revealed_to, sealed_view_covers
+from service.evals.sealed_review import revealed_to, sealed_view_covers, unread_by
 from service.items.reads import explain_decision, named_items
 from service.items.ruling_guard import guarded_ruling
 from service.items.shaping import ShownItem, hidden_from_reader, remembered_keys, shape_item, shape_items
@@ -254,7 +254,8 @@ def review(request: Request, item_id: int, session: WriteSessionDep, decision: S
     if decision not in {Decision.APPROVE.value, Decision.REJECT.value}:
         raise UiRefused(422, "Unknown decision", "Press Approve or Reject.")
     chosen = Decision(decision)
-    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor, now=utcnow())
+    unread = unread_by(session=session, principal=who, item_ids=[item_id], secret_key=secret_key(request), through_window=True) if chosen is Decision.APPROVE else set()
+    act = partial(decide, item_id=item_id, decision=chosen, reason=reason, actor=who.actor, now=utcnow(), unread=unread)
     return _acted(request, session, item_id, act, f"Item {item_id} {'approved' if chosen is Decision.APPROVE else 'rejected'}", {"reason": reason})
 
 

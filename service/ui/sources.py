@@ -28,7 +28,7 @@ from schemas.token import Scope
 from service.core.deps import WriteSessionDep, hand_back_connection
 from service.core.problems import ProblemError
 from service.sources.definitions import PLAIN_KINDS, connector_config, create_source, list_sources, read_source, require_source, update_source
-from service.sources.routes import start_pull
+from service.sources.requested_pulls import start_pull
 from service.ui.connector_forms import config_document, config_fields, form_values
 from service.ui.pages import done, field_errors, need, page, secret_key, ui_router
 from service.ui.refusals import Refusal, shows_refusal

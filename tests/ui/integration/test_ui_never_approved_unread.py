@@ -85,3 +85,17 @@ def test_a_sealed_reader_approves_once_the_sealed_view_shows_the_text(browser: T
     assert opened.status_code == 303 and "Sealed view opened" in _notice(browser)
     approved = browser.post("/ui/evals/ops/review/decide", data={"csrf": newest_csrf(engine), "item_id": sealed[0], "decision": "approve"})
     assert approved.status_code == 303 and "approved" in _notice(browser) and _status(engine, sealed[0]) == "approved"
+
+
+def test_the_item_page_approves_no_sealed_bound_item_it_did_not_show(browser: TestClient, engine: Engine) -> None:
+    sealed, plain = _world(engine)
+    curator, _ = make_token(engine, "curator", "read,curate")
+    sign_in(browser, curator)
+    page = browser.get(f"/ui/items/{sealed[0]}").text
+    assert 'value="approve"' not in page and 'value="reject"' in page
+    assert 'value="approve"' in browser.get(f"/ui/items/{plain[0]}").text
+    refused = browser.post(f"/ui/items/{sealed[0]}/review", data={"csrf": newest_csrf(engine), "decision": "approve"})
+    assert refused.status_code == 409 and "not approved unread" in refused.text
+    assert _status(engine, sealed[0]) == "unique"
+    assert browser.post(f"/ui/items/{plain[0]}/review", data={"csrf": newest_csrf(engine), "decision": "approve"}).status_code == 303
+    assert _status(engine, plain[0]) == "approved"
