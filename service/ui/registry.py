@@ -22,7 +22,7 @@ from sqlmodel import Session, col
 
 from schemas.common import utcnow
 from schemas.evals import Split
-from schemas.model_registry import EndpointRead, EndpointUpdate, ModelRead, TrainsOnInputs
+from schemas.model_registry import Augmentation, EndpointRead, EndpointUpdate, ModelRead, TrainsOnInputs
 from schemas.runs import RunItem
 from schemas.token import Scope
 from service.core.deps import WriteSessionDep
@@ -80,7 +80,16 @@ def registry_context(session: Session, max_age_days: int) -> dict[str, Any]:
     for endpoint in list_endpoints(session=session):
         shown = endpoint_read(session, endpoint, terms_max_age_days=max_age_days, now=now)
         rows.append(EndpointRow(shown, terms_state(shown.terms_age_days, max_age_days), exposure.get(shown.id, Exposure())))
-    return {"models": models, "endpoints": rows, "max_age_days": max_age_days, "choices": [choice.value for choice in TrainsOnInputs], "errors": {}, "typed": {}}
+    return {
+        "models": models,
+        "endpoints": rows,
+        "max_age_days": max_age_days,
+        "choices": [choice.value for choice in TrainsOnInputs],
+        "augmentations": [choice.value for choice in Augmentation],
+        "errors": {},
+        "typed": {},
+        "register": {"form": "", "typed": {}, "error": ""},
+    }
 
 
 def _max_age(request: Request) -> int:
