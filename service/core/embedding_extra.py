@@ -3,7 +3,7 @@ sentence-transformers, the bundled all-MiniLM-L6-v2, ONNX Runtime, OpenVINO, NNC
 
 A plain install (`pip install goldenset`) is an API replica's: `migrate` and `serve --no-scheduler`
 run without the extra, and nothing they import loads it
-(tests/core/integration/test_api_role_without_embeddings.py). What needs the model says so in one
+(tests/core/e2e/test_api_role_without_embeddings.py). What needs the model says so in one
 line instead of a traceback:
 
 - `embeddings_installed()` tells, without importing anything, whether the extra is there; the

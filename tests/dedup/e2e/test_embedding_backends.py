@@ -1,4 +1,5 @@
-"""Each exported embedding backend with the real all-MiniLM-L6-v2 (bundled, offline) on a few real
+"""The machine-specific half of an install, as `make setup` runs it (so an end-to-end test): each
+exported embedding backend with the real all-MiniLM-L6-v2 (bundled, offline) on a few real
 incident texts: it exports once from the local weights and a second load reuses the export; it
 gives unit-norm float32 rows of the model's dimension, close to PyTorch's; its model id is not
 PyTorch's; and the service picks it from GOLDENSET_EMBEDDING_BACKEND, or, for `auto`, from the
