@@ -21,6 +21,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
+from curation.team_rounds import close_rounds
 from ingest.normalisation import NORMALISATION_VERSION, content_hash
 from schemas.item import EDITED_FIELDS, MAX_NOTE, FieldChange, Item, ItemRevision, ItemRevisions, ItemStatus, RevisionKind, RevisionRead, item_snapshot
 from schemas.lifecycle import MOVES, ItemAction, move, unmoved
@@ -115,6 +116,7 @@ def edit_item(
     details = {"fields": changed, "note": note, "revision": item.revision}
     if any(name in TEXT_FIELDS for name in changed) and item.status in REDECIDED_ON_EDIT:
         event = move(item, ItemAction.EDIT, ItemStatus.CANDIDATE, actor=actor, details=details, at=now)
+        close_rounds(session, [item.id], now=now, outcome=None)  # votes were on the old text
     else:  # a tags-only edit, or an item not yet decided: its status stays
         event = unmoved(item, ItemAction.EDIT, actor=actor, details=details, at=now)
     event.at = now

@@ -8,13 +8,15 @@ The audit trail is the record of decisions: a decision is the newest `item.appro
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
+from curation.team_rounds import close_rounds, votes_required_by
 from schemas.audit import AuditEvent
 from schemas.evals import EvalItem
 from schemas.item import Item, ItemStatus
@@ -22,6 +24,7 @@ from schemas.lifecycle import MOVES, ItemAction, is_move, move
 from schemas.problem import RecordError
 from schemas.release import Release
 from schemas.review import Decision, ReviewDecision, ReviewOutcome, ReviewUndone
+from schemas.source import Source
 
 UNDONE = ItemAction.REVIEW_UNDONE.value
 _ACTIONS = {ItemAction.APPROVE.value: Decision.APPROVE, ItemAction.REJECT.value: Decision.REJECT}
@@ -38,11 +41,25 @@ UNREAD_DETAIL = (
 )
 
 
-def decide(*, session: Session, item_id: int, decision: Decision, reason: str, actor: str, now: datetime, unread: Collection[int] = ()) -> Item:
-    """Approve or reject one `unique` item at `now` and audit it, without committing. `unread`: the
-    items whose text the decider was not shown (the service says which); none of them is approved.
-    Raises ReviewRefused: `not_found` (404), `reason_required` (422, a rejection needs a reason),
-    `unread` (409, an approval of an item in `unread`) or `not_reviewable` (409)."""
+def decide(
+    *,
+    session: Session,
+    item_id: int,
+    decision: Decision,
+    reason: str,
+    actor: str,
+    now: datetime,
+    unread: Collection[int] = (),
+    settled_by: Mapping[str, Any] | None = None,
+) -> Item:
+    """Approve or reject one `unique` item at `now` and audit it, without committing; the item's open
+    team-review rounds close with it (`curation.team_rounds.close_rounds`). `unread`: the items
+    whose text the decider was not shown (the service says which); none of them is approved.
+    `settled_by`: set by team review (`curation.team_review`) when agreeing votes or an adjudicator
+    decide, with what the audit event records of them; without it, an item an eval asks several
+    votes of is not decided by one person. Raises ReviewRefused: `not_found` (404),
+    `reason_required` (422, a rejection needs a reason), `unread` (409, an approval of an item in
+    `unread`), `team_review` (409, votes are needed) or `not_reviewable` (409)."""
     if decision is Decision.APPROVE and item_id in unread:
         raise ReviewRefused("unread", UNREAD_DETAIL.format(item_id=item_id), 409)
     reason = reason.strip()
@@ -58,12 +75,23 @@ def decide(*, session: Session, item_id: int, decision: Decision, reason: str, a
             ItemStatus.REJECTED.value: "it was already rejected",
         }.get(item.status, "only items dedup kept as unique are reviewed")
         raise ReviewRefused("not_reviewable", f"item {item_id} is {item.status}, not unique: {hint}", 409)
+    if settled_by is None:
+        source = session.exec(select(Source.name).where(Source.id == item.source_id)).one()
+        team = votes_required_by(session, item_id, source)
+        if team is not None:
+            detail = (
+                f"eval {team.name!r} asks {team.reviewers_per_item} agreeing votes on item {item_id}: vote in its review queue "
+                f"(POST /v1/evals/{team.name}/review/votes, or the review page); disagreements go to its adjudicators"
+            )
+            raise ReviewRefused("team_review", detail, 409)
     approve = decision is Decision.APPROVE
     action, status = (ItemAction.APPROVE, ItemStatus.APPROVED) if approve else (ItemAction.REJECT, ItemStatus.REJECTED)
-    event = move(item, action, status, actor=actor, details={"reason": reason} if reason else {}, at=now)
+    details: dict[str, Any] = {"reason": reason} if reason else {}
+    event = move(item, action, status, actor=actor, details={**details, **(settled_by or {})}, at=now)
     item.source_changed_at = None  # a held source change has been looked at
     session.add(item)
     session.add(event)
+    close_rounds(session, [item_id], now=now, outcome=decision.value)
     return item
 
 

@@ -18,6 +18,7 @@ from schemas.probes import Probe
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
 from schemas.source import Source, SourceKind, WebhookDelivery
+from schemas.team_review import ReviewClaim, ReviewVote
 from schemas.token import ApiToken, Scope, UiSession
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "Release",
     "ReleaseItem",
     "Result",
+    "ReviewClaim",
+    "ReviewVote",
     "Run",
     "RunItem",
     "Scope",

@@ -73,6 +73,11 @@ class AuditAction(StrEnum):
     DEDUP_CHECK_READ = "dedup.check_read"
     DEDUP_QUESTIONS_READ = "dedup.questions_read"
     DEDUP_QUESTION_ANSWER = "dedup.question_answer"
+    REVIEW_VOTE = "review.vote"
+    REVIEW_VOTE_WITHDRAWN = "review.vote_withdrawn"
+    REVIEW_DISPUTED = "review.disputed"
+    REVIEW_CLAIM = "review.claim"
+    REVIEW_CLAIMS_RELEASED = "review.claims_released"
 
 
 class AuditEvent(SQLModel, table=True):

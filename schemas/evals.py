@@ -31,6 +31,24 @@ class ApprovalPolicy(StrEnum):
     AUTO = "auto"
 
 
+class ReviewAssignment(StrEnum):
+    """How a team shares an eval's review queue (`curation.team_review`). `open`: every reviewer
+    is shown the whole queue. `claim`: each reviewer claims a batch, and an item is shown to no
+    more reviewers than it needs votes until the claims expire. `round_robin`: each item is
+    assigned, in turn by its id, to as many of the named `reviewers` as it needs votes."""
+
+    OPEN = "open"
+    CLAIM = "claim"
+    ROUND_ROBIN = "round_robin"
+
+
+MAX_REVIEWERS_PER_ITEM = 5
+MAX_GUIDELINES = 20_000
+PERSON_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+"""A person as an eval's team settings name them: the name of their token (an actor is `token:<name>`)."""
+PersonName = Annotated[str, pydantic.Field(pattern=PERSON_PATTERN)]
+
+
 class Split(StrEnum):
     """`dev` items are for iteration; `sealed` items only for final decisions (`sealed` scope)."""
 
@@ -66,6 +84,12 @@ class EvalSettings(SQLModel):
     sealed_fraction: float = Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
     approval_policy: str = Field(default=ApprovalPolicy.MANUAL.value, sa_type=String(16))
     sealed_read_budget: int = Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0, description="Sealed-content reads allowed per release.")
+    reviewers_per_item: int = Field(default=1, ge=1, le=MAX_REVIEWERS_PER_ITEM, description="Votes an item needs; more than one must agree, or an adjudicator decides.")
+    agreement_sample: float = Field(default=1.0, ge=0, le=1, description="Share of items (by a hash of the id) that need `reviewers_per_item` votes; the rest need one.")
+    review_assignment: str = Field(default=ReviewAssignment.OPEN.value, sa_type=String(16))
+    reviewers: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
+    adjudicators: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
+    review_guidelines: str = Field(default="", sa_type=Text)
 
 
 class Eval(EvalSettings, table=True):
@@ -131,6 +155,12 @@ class EvalCreate(_EvalInput):
     sealed_fraction: float = pydantic.Field(default=DEFAULT_SEALED_FRACTION, ge=0, le=1)
     approval_policy: ApprovalPolicy = ApprovalPolicy.MANUAL
     sealed_read_budget: int = pydantic.Field(default=DEFAULT_SEALED_READ_BUDGET, ge=0, le=MAX_COUNT)
+    reviewers_per_item: int = pydantic.Field(default=1, ge=1, le=MAX_REVIEWERS_PER_ITEM, description="Votes each reviewed item needs (agreeing, else an adjudicator decides).")
+    agreement_sample: float = pydantic.Field(default=1.0, ge=0, le=1, description="Share of items that need `reviewers_per_item` votes; the others need one.")
+    review_assignment: ReviewAssignment = ReviewAssignment.OPEN
+    reviewers: list[PersonName] = pydantic.Field(default_factory=list, max_length=100, description="Round-robin: the people (token names) items are assigned to.")
+    adjudicators: list[PersonName] = pydantic.Field(default_factory=list, max_length=100, description="Who decides disagreements (token names); none named: any admin.")
+    review_guidelines: str = pydantic.Field(default="", max_length=MAX_GUIDELINES, description="Shown beside every item under review.")
 
 
 class EvalUpdate(_EvalInput):
@@ -147,6 +177,12 @@ class EvalUpdate(_EvalInput):
     sealed_fraction: float | None = pydantic.Field(default=None, ge=0, le=1)
     approval_policy: ApprovalPolicy | None = None
     sealed_read_budget: int | None = pydantic.Field(default=None, ge=0, le=MAX_COUNT)
+    reviewers_per_item: int | None = pydantic.Field(default=None, ge=1, le=MAX_REVIEWERS_PER_ITEM)
+    agreement_sample: float | None = pydantic.Field(default=None, ge=0, le=1)
+    review_assignment: ReviewAssignment | None = None
+    reviewers: list[PersonName] | None = pydantic.Field(default=None, max_length=100)
+    adjudicators: list[PersonName] | None = pydantic.Field(default=None, max_length=100)
+    review_guidelines: str | None = pydantic.Field(default=None, max_length=MAX_GUIDELINES)
 
 
 class EvalRead(BaseModel):
@@ -164,6 +200,12 @@ class EvalRead(BaseModel):
     sealed_fraction: float
     approval_policy: str
     sealed_read_budget: int
+    reviewers_per_item: int = 1
+    agreement_sample: float = 1.0
+    review_assignment: str = ReviewAssignment.OPEN.value
+    reviewers: list[str] = []
+    adjudicators: list[str] = []
+    review_guidelines: str = ""
     canary: str
     created_at: datetime
     updated_at: datetime

@@ -20,6 +20,7 @@ from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
+from curation.team_rounds import close_rounds
 from schemas.common import read_model
 from schemas.dedup import DedupDecision, DedupOverride, DedupStage, NearLink, OverrideKind, OverrideRead
 from schemas.dedup_questions import DedupQuestion, QuestionState
@@ -75,6 +76,7 @@ def _record(
     facts = {"other_id": other_id, "note": note}
     if to.value != item.status or duplicate_of != item.duplicate_of:
         event = move(item, action, to, actor=actor, details=facts, at=now)
+        close_rounds(session, [item.id], now=now, outcome=None)
     else:
         event = unmoved(item, action, actor=actor, details=facts, at=now)
     item.duplicate_of = duplicate_of

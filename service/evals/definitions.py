@@ -22,11 +22,12 @@ from curation.releases.sealing import SEAL_KEY_BYTES
 from curation.releases.visibility import SealKeyOf
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
-from schemas.evals import Eval, EvalCreate, EvalItem, EvalRead, EvalUpdate
+from schemas.evals import ApprovalPolicy, Eval, EvalCreate, EvalItem, EvalRead, EvalUpdate, ReviewAssignment
 from schemas.probes import Probe
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Run
 from schemas.source import Source, SourceKind
+from schemas.team_review import ReviewClaim, ReviewVote
 from service.core.crypto import decrypt, encrypt
 from service.core.problems import ProblemError
 
@@ -90,10 +91,33 @@ def _check_settings(session: Session, values: dict[str, Any]) -> None:
         references = sorted(name for name, kind in kinds.items() if kind == SourceKind.REFERENCE.value)
         if references:
             raise ProblemError(422, "Invalid request", f"{', '.join(references)} are public reference corpora: their items are never released", reason="reference_source")
+    _check_team(values)
     quotas = values.get("source_quotas") or {}
     outside = sorted(set(quotas) - set(values.get("sources") or quotas))
     if outside:
         raise ProblemError(422, "Invalid request", f"quotas name source(s) the eval does not take: {', '.join(outside)}", reason="source_not_in_eval")
+
+
+TEAM_FIELDS = ("approval_policy", "reviewers_per_item", "review_assignment", "reviewers", "adjudicators")
+
+
+def _check_team(values: dict[str, Any]) -> None:
+    """Refuse (422) team review settings that could never settle an item: a round-robin with fewer
+    named reviewers than the votes an item needs (or none), and team review on an eval whose
+    approval is automatic (it takes items without review)."""
+    if not any(field in values for field in TEAM_FIELDS[1:]):
+        return
+    per_item = int(values.get("reviewers_per_item") or 1)
+    assignment = str(values.get("review_assignment") or ReviewAssignment.OPEN.value)
+    reviewers = list(values.get("reviewers") or [])
+    if len(set(reviewers)) != len(reviewers):
+        raise ProblemError(422, "Invalid request", "reviewers name someone twice: name each person once", reason="invalid_team")
+    if assignment == ReviewAssignment.ROUND_ROBIN.value and len(reviewers) < per_item:
+        detail = f"round-robin assignment needs at least {per_item} named reviewer(s) (one per vote an item needs); reviewers names {len(reviewers)}"
+        raise ProblemError(422, "Invalid request", detail, reason="invalid_team")
+    if str(values.get("approval_policy") or ApprovalPolicy.MANUAL.value) == ApprovalPolicy.AUTO.value and (per_item > 1 or assignment != ReviewAssignment.OPEN.value):
+        detail = "approval is automatic, so items enter the eval without review: team review (reviewers per item, claims, round-robin) needs manual approval"
+        raise ProblemError(422, "Invalid request", detail, reason="invalid_team")
 
 
 def create_eval(*, session: Session, data: EvalCreate, secret_key: str, actor: str, key: bytes | None = None) -> Eval:
@@ -129,7 +153,8 @@ def update_eval(*, session: Session, evaluation: Eval, data: EvalUpdate, actor: 
         raise ProblemError(
             409, "Conflict", f"eval {evaluation.name!r} has releases: its sealed fraction is fixed, so that no item ever moves between the sealed and dev splits"
         )
-    merged = {"sources": evaluation.sources, "source_quotas": evaluation.source_quotas} | {key: value for key, value in changes.items() if value is not None}
+    current = {"sources": evaluation.sources, "source_quotas": evaluation.source_quotas} | {field: getattr(evaluation, field) for field in TEAM_FIELDS}
+    merged = current | {key: value for key, value in changes.items() if value is not None}
     _check_settings(session, merged)
     for field, value in changes.items():
         if value is None and field not in ("max_age_days", "earliest_occurred_at", "description"):
@@ -158,6 +183,8 @@ def delete_eval(*, session: Session, evaluation: Eval, actor: str) -> None:
         raise ProblemError(409, "Conflict", f"eval {evaluation.name!r} has {runs} run(s) on its releases; their scores and the exposure ledger refer to them, so it is kept")
     for membership in session.exec(select(EvalItem).where(EvalItem.eval_id == evaluation.id)).all():
         session.delete(membership)
+    session.exec(delete(ReviewVote).where(col(ReviewVote.eval_id) == evaluation.id))
+    session.exec(delete(ReviewClaim).where(col(ReviewClaim.eval_id) == evaluation.id))
     for probe in session.exec(select(Probe).where(col(Probe.eval_id) == evaluation.id)).all():
         probe.eval_id, probe.release_id = None, None
         session.add(probe)

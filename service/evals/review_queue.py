@@ -65,6 +65,17 @@ def _not_member_of(eval_id: int) -> ColumnElement[bool]:
     return ~exists().where(col(EvalItem.eval_id) == eval_id, col(EvalItem.item_id) == col(Item.id))
 
 
+def queue_scope(session: Session, evaluation: Eval) -> list[ColumnElement[bool]]:
+    """The conditions on `item` that make the eval's review queue without filters: `unique`, of its
+    sources, less what it took without review."""
+    ids = sorted(source_id for source_id in session.exec(select(Source.id).where(col(Source.name).in_(sorted(set(evaluation.sources))))).all() if source_id is not None)
+    conditions: list[ColumnElement[bool]] = [col(Item.status) == ItemStatus.UNIQUE.value, col(Item.source_id).in_(ids)]
+    taker = taken_without_review(evaluation)
+    if taker is not None:
+        conditions.append(_not_member_of(taker))
+    return conditions
+
+
 def waiting_for_review(session: Session, evaluations: Sequence[Eval]) -> dict[str, int]:
     """How many items wait for review on each of `evaluations`, by name: the `total` its review
     queue shows without filters. One grouped count, and one more for each eval with automatic
@@ -96,11 +107,13 @@ def review_queue(
     limit: int,
     offset: int,
     revealed: Collection[int] = (),
+    narrowed: Sequence[ColumnElement[bool]] = (),
 ) -> ReviewQueuePage:
     """One page of the eval's review queue (`source`: only that source of the eval's; a source it
     does not take gives an empty queue). `revealed`: the ids of the evals on which the reader holds
     an open sealed review window; a sealed-bound item is shown in full only when every eval that
-    seals it is among them. Reads only: the caller audits what it serves (`serve_queue`)."""
+    seals it is among them. `narrowed`: more conditions on `item` (a team view of the queue,
+    `service.evals.team_views`). Reads only: the caller audits what it serves (`serve_queue`)."""
     sources = evaluation.sources if source is None else [name for name in evaluation.sources if name == source]
     filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
     return source_queue(
@@ -113,6 +126,7 @@ def review_queue(
         revealed=revealed,
         eval_name=evaluation.name,
         taken_by=taken_without_review(evaluation),
+        narrowed=narrowed,
     )
 
 
@@ -127,13 +141,16 @@ def source_queue(
     revealed: Collection[int] = (),
     eval_name: str | None = None,
     taken_by: int | None = None,
+    narrowed: Sequence[ColumnElement[bool]] = (),
 ) -> ReviewQueuePage:
     """One page of the review queue of `sources` (`review_queue`), numbered from `offset + 1`.
-    `taken_by`: the id of an eval whose members wait for no review (`taken_without_review`)."""
+    `taken_by`: the id of an eval whose members wait for no review (`taken_without_review`);
+    `narrowed`: more conditions on `item`."""
     names = {source_id: name for source_id, name in session.exec(select(Source.id, Source.name).where(col(Source.name).in_(sorted(set(sources))))).all() if source_id is not None}
     conditions: list[ColumnElement[bool]] = [col(Item.status) == ItemStatus.UNIQUE.value, col(Item.source_id).in_(sorted(names))]
     if taken_by is not None:
         conditions.append(_not_member_of(taken_by))
+    conditions.extend(narrowed)
     if filters.occurred_after is not None:
         conditions.append(col(Item.occurred_at) >= filters.occurred_after)
     if filters.occurred_before is not None:

@@ -23,10 +23,11 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from schemas.common import MAX_COUNT, MAX_ROW_ID, Instant
+from schemas.common import MAX_COUNT, MAX_ROW_ID, Instant, utcnow
 from schemas.evals import Eval, EvalCreate, EvalRead, EvalUpdate, Split
 from schemas.release import RefreshResult, Release, ReleaseItems, ReleaseManifest, ReleaseSummary, WithdrawBody
 from schemas.review import ReviewQueuePage, SealedReviewWindow
+from schemas.team_review import QueueView
 from schemas.token import Scope
 from service.core.auth import AdminPrincipal, CuratePrincipal, Principal, ReadPrincipal, authorize_split, require_any
 from service.core.deps import SecretKeyDep, SessionDep, SettingsDep, WriteSessionDep, hand_back_connection
@@ -38,6 +39,8 @@ from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refre
 from service.evals.releases import LATEST, SealedBudgetExceeded, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary, take_sealed_read
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
+from service.evals.team_routes import team_router
+from service.evals.team_views import default_view, view_conditions
 
 eval_router = APIRouter(prefix="/v1/evals", tags=["evals"])
 NO_STORE = "no-store"
@@ -133,9 +136,10 @@ def review_queue(
     text: Annotated[str | None, Query(min_length=1, max_length=MAX_QUEUE_TEXT, description="Only items whose title or input holds this (any case).")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
+    view: Annotated[QueueView | None, Query(description="mine (what waits for this reviewer's vote; the default on an eval reviewed by a team), disputed, or all.")] = None,
 ) -> ReviewQueuePage:
     """The items of the eval's sources waiting for review (on an eval with automatic approval, not
-    those it already took), oldest incident first: one page from
+    those it already took; on an eval reviewed by a team, the `view` asked for), oldest incident first: one page from
     `offset`, each with its `position` of the `total`, its dedup decision, and flags for a sealed
     slice and for a source change after a curator's edit. Sealed-bound items come by metadata only
     (`withheld`) unless this token opened a sealed review window (`POST .../sealed-review`); every
@@ -146,8 +150,11 @@ def review_queue(
     viewer = Viewer(actor=principal.actor, token_id=principal.token_id, may_see_sealed=Scope.SEALED.value in principal.scopes, endpoint=f"{request.method} {request.url.path}")
     filters = QueueFilters(occurred_after=occurred_after, occurred_before=occurred_before, text=text)
     sources = evaluation.sources if source is None else [source]
+    narrowed = view_conditions(evaluation, view or default_view(evaluation), actor=principal.actor, now=utcnow())
     hand_back_connection(session)  # the queue reads and audits on connections of its own
-    page = serve_queue(request.app.state.engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, evaluation=evaluation)
+    page = serve_queue(
+        request.app.state.engine, viewer=viewer, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, evaluation=evaluation, narrowed=narrowed
+    )
     response.headers["Cache-Control"] = NO_STORE
     return page
 
@@ -338,4 +345,5 @@ def withdraw_one(name: str, number: Annotated[int, Path(ge=1, le=MAX_ROW_ID)], d
 
 router = APIRouter()
 router.include_router(eval_router)
+router.include_router(team_router)
 router.include_router(release_router)

@@ -17,11 +17,11 @@ web UI, the command line).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func
+from sqlalchemy import ColumnElement, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -168,9 +168,11 @@ def serve_queue(
     limit: int,
     offset: int,
     evaluation: Eval | None = None,
+    narrowed: Sequence[ColumnElement[bool]] = (),
 ) -> ReviewQueuePage:
     """One page of the review queue of `sources` (those of `evaluation` when given, less the items
-    it took without review: `taken_without_review`) as `viewer` may see it, audited: the entries served with content (`item.read`), and apart from them the
+    it took without review: `taken_without_review`; `narrowed`: more conditions on `item`, a team
+    view) as `viewer` may see it, audited: the entries served with content (`item.read`), and apart from them the
     sealed-bound ones that open windows of the viewer revealed, each window covering an eval that
     seals them (`item.sealed_review_read`, on the page's eval, naming the windows)."""
     with Session(engine) as session:
@@ -179,7 +181,16 @@ def serve_queue(
         eval_name = evaluation.name if evaluation is not None else None
         taken_by = taken_without_review(evaluation) if evaluation is not None else None
         page = source_queue(
-            session=session, sources=sources, secret_key=secret_key, filters=filters, limit=limit, offset=offset, revealed=revealed, eval_name=eval_name, taken_by=taken_by
+            session=session,
+            sources=sources,
+            secret_key=secret_key,
+            filters=filters,
+            limit=limit,
+            offset=offset,
+            revealed=revealed,
+            eval_name=eval_name,
+            taken_by=taken_by,
+            narrowed=narrowed,
         )
     if evaluation is not None:
         page.sealed_review_until = windows.get(evaluation.name)

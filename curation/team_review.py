@@ -1,0 +1,388 @@
+"""Team review of an eval's queue (`curation.team_rounds.is_team_review`): reviewers vote, a round
+settles when the votes an item needs (`votes_needed`) agree, and a disagreement waits for an
+adjudicator; reviewers share the queue by claiming batches or by round-robin assignment; and what
+the team has done, per person and in agreement.
+
+A vote is taken only on a `unique` item of one of the eval's sources, from a reviewer who has no
+open vote on it, while its round still needs votes (on a round-robin eval, from a reviewer it is
+assigned to); an approval only of an item whose text the reviewer was shown. Every vote, claim and
+dispute is audited; the decision a round reaches is `curation.review.decide`'s, with the votes in
+its audit event. Nothing here commits: the caller's unit of work does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, and_, delete, exists, func, or_
+from sqlmodel import Session, col, select
+
+from curation.refusals import Refused
+from curation.review import UNREAD_DETAIL, decide
+from curation.team_rounds import is_team_review, open_votes, votes_needed, votes_needed_column
+from schemas.audit import AuditAction, AuditEvent
+from schemas.evals import Eval, ReviewAssignment
+from schemas.item import Item, ItemStatus
+from schemas.lifecycle import ItemAction
+from schemas.review import Decision
+from schemas.source import Source
+from schemas.team_review import ClaimOutcome, ReviewClaim, ReviewerProgress, ReviewVote, RoundOutcome, RoundState, TeamReview, VoteRead
+
+CLAIM_HOURS = 4
+"""How long a claimed batch is held for its reviewer before others may be handed its items."""
+ACTOR_PREFIX = "token:"
+
+
+class TeamReviewRefused(Refused):
+    """A vote, an adjudication or a claim cannot be taken (`curation.refusals.Refused`)."""
+
+
+def person(actor: str) -> str:
+    """The name an eval's team settings use for `actor` (`token:<name>` -> `<name>`)."""
+    return actor.removeprefix(ACTOR_PREFIX)
+
+
+def assigned_reviewers(evaluation: Eval, item_id: int) -> list[str]:
+    """On a round-robin eval, who the item is assigned to: as many of `reviewers` as it needs votes,
+    in turn from the one its id falls on; every reviewer otherwise (an empty list)."""
+    people = evaluation.reviewers
+    if evaluation.review_assignment != ReviewAssignment.ROUND_ROBIN.value or not people:
+        return []
+    needed = min(votes_needed(evaluation, item_id), len(people))
+    return [people[(item_id + step) % len(people)] for step in range(needed)]
+
+
+def may_adjudicate(evaluation: Eval, actor: str, *, is_admin: bool) -> bool:
+    """Whether `actor` decides the eval's disagreements: one of its `adjudicators`, or, when it
+    names none, an admin."""
+    return person(actor) in evaluation.adjudicators if evaluation.adjudicators else is_admin
+
+
+def _open_count(eval_id: int) -> ColumnElement[int]:
+    return (
+        select(func.count())
+        .select_from(ReviewVote)
+        .where(col(ReviewVote.eval_id) == eval_id, col(ReviewVote.item_id) == col(Item.id), col(ReviewVote.settled_at).is_(None))
+        .scalar_subquery()
+    )
+
+
+def _voted_by(eval_id: int, actor: str) -> ColumnElement[bool]:
+    return exists().where(col(ReviewVote.eval_id) == eval_id, col(ReviewVote.item_id) == col(Item.id), col(ReviewVote.reviewer) == actor, col(ReviewVote.settled_at).is_(None))
+
+
+def _claimed(eval_id: int, now: datetime, *, by: str | None = None, not_by: str | None = None) -> ColumnElement[bool]:
+    conditions = [col(ReviewClaim.eval_id) == eval_id, col(ReviewClaim.item_id) == col(Item.id), col(ReviewClaim.expires_at) > now]
+    if by is not None:
+        conditions.append(col(ReviewClaim.reviewer) == by)
+    if not_by is not None:
+        conditions.append(col(ReviewClaim.reviewer) != not_by)
+    return exists().where(*conditions)
+
+
+def _claims_by_others(eval_id: int, actor: str, now: datetime) -> ColumnElement[int]:
+    return (
+        select(func.count())
+        .select_from(ReviewClaim)
+        .where(col(ReviewClaim.eval_id) == eval_id, col(ReviewClaim.item_id) == col(Item.id), col(ReviewClaim.reviewer) != actor, col(ReviewClaim.expires_at) > now)
+        .scalar_subquery()
+    )
+
+
+def _assigned_to(evaluation: Eval, reviewer: str) -> ColumnElement[bool]:
+    """SQL: the item is assigned to `reviewer` (`assigned_reviewers`): its id falls on them, or on one
+    of the reviewers before them within the votes it needs."""
+    people = evaluation.reviewers
+    if reviewer not in people:
+        return col(Item.id).is_(None)  # assigned nothing
+    index, size = people.index(reviewer), len(people)
+    needed = votes_needed_column(evaluation)
+    return or_(*[and_(col(Item.id) % size == (index - step) % size, needed > step) for step in range(min(evaluation.reviewers_per_item, size))])
+
+
+def _disputed(eval_id: int) -> ColumnElement[bool]:
+    def voted(decision: Decision) -> ColumnElement[bool]:
+        return exists().where(
+            col(ReviewVote.eval_id) == eval_id, col(ReviewVote.item_id) == col(Item.id), col(ReviewVote.settled_at).is_(None), col(ReviewVote.decision) == decision.value
+        )
+
+    return and_(voted(Decision.APPROVE), voted(Decision.REJECT))
+
+
+def mine_conditions(evaluation: Eval, actor: str, now: datetime) -> list[ColumnElement[bool]]:
+    """SQL conditions on `item` for what waits for `actor`'s vote on the eval (`QueueView.MINE`):
+    items they have no open vote on whose round still needs votes, and on a claim eval only those
+    they hold a claim on, on a round-robin eval only those assigned to them."""
+    assert evaluation.id is not None
+    conditions = [~_voted_by(evaluation.id, actor), _open_count(evaluation.id) < votes_needed_column(evaluation)]
+    if evaluation.review_assignment == ReviewAssignment.CLAIM.value:
+        conditions.append(_claimed(evaluation.id, now, by=actor))
+    elif evaluation.review_assignment == ReviewAssignment.ROUND_ROBIN.value:
+        conditions.append(_assigned_to(evaluation, person(actor)))
+    return conditions
+
+
+def disputed_conditions(evaluation: Eval) -> list[ColumnElement[bool]]:
+    """SQL conditions on `item` for the eval's disagreements (`QueueView.DISPUTED`): open votes
+    that differ."""
+    assert evaluation.id is not None
+    return [_disputed(evaluation.id)]
+
+
+def _require_reviewable(session: Session, evaluation: Eval, item_id: int) -> Item:
+    item = session.get(Item, item_id)
+    if item is None:
+        raise TeamReviewRefused("not_found", f"no item with id {item_id}", 404)
+    source = session.exec(select(Source.name).where(Source.id == item.source_id)).one()
+    if source not in evaluation.sources:
+        raise TeamReviewRefused("not_in_eval", f"item {item_id} is from source {source!r}, which eval {evaluation.name!r} does not take", 409)
+    if item.status != ItemStatus.UNIQUE.value:
+        raise TeamReviewRefused("not_reviewable", f"item {item_id} is {item.status}, not waiting for review", 409)
+    return item
+
+
+def _votes_read(votes: Sequence[ReviewVote]) -> list[VoteRead]:
+    return [VoteRead(reviewer=vote.reviewer, decision=Decision(vote.decision), reason=vote.reason, cast_at=vote.cast_at) for vote in votes]
+
+
+def _details(votes: Sequence[ReviewVote], **more: object) -> dict[str, object]:
+    return {"votes": [{"reviewer": vote.reviewer, "decision": vote.decision} for vote in votes], **more}
+
+
+def cast_vote(
+    *, session: Session, evaluation: Eval, item_id: int, actor: str, decision: Decision, reason: str, now: datetime, unread: Collection[int] = ()
+) -> RoundOutcome:
+    """Record `actor`'s vote on the item in the eval's review and audit it (`review.vote`). When the
+    round then has the votes the item needs, agreeing votes decide it (`curation.review.decide`, the
+    votes in its event) and differing ones make it disputed (`review.disputed`). Raises
+    TeamReviewRefused: `not_team_review` (409), `not_found` (404), `not_in_eval`, `not_reviewable`,
+    `not_assigned`, `already_voted`, `enough_votes`, `unread` (409), `reason_required` (422)."""
+    assert evaluation.id is not None
+    if not is_team_review(evaluation):
+        raise TeamReviewRefused("not_team_review", f"eval {evaluation.name!r} is reviewed by single decisions: approve or reject the item", 409)
+    reason = reason.strip()
+    if decision is Decision.REJECT and not reason:
+        raise TeamReviewRefused("reason_required", f"a vote to reject item {item_id} needs a reason, so the others and the adjudicator see why", 422)
+    if decision is Decision.APPROVE and item_id in unread:
+        raise TeamReviewRefused("unread", UNREAD_DETAIL.format(item_id=item_id), 409)
+    _require_reviewable(session, evaluation, item_id)
+    assigned = assigned_reviewers(evaluation, item_id)
+    if assigned and person(actor) not in assigned:
+        raise TeamReviewRefused("not_assigned", f"item {item_id} of eval {evaluation.name!r} is assigned to {', '.join(assigned)}, not to {person(actor)}", 409)
+    votes = open_votes(session, evaluation.id, item_id)
+    needed = votes_needed(evaluation, item_id)
+    mine = next((vote for vote in votes if vote.reviewer == actor), None)
+    if mine is not None:
+        raise TeamReviewRefused("already_voted", f"you voted {mine.decision} on item {item_id} at {mine.cast_at:%Y-%m-%d %H:%M} UTC; it waits for the other votes", 409)
+    if len(votes) >= needed:
+        raise TeamReviewRefused("enough_votes", f"item {item_id} has the {needed} vote(s) it needs and waits for an adjudicator", 409)
+    vote = ReviewVote(eval_id=evaluation.id, item_id=item_id, reviewer=actor, decision=decision.value, reason=reason, cast_at=now)
+    session.add(vote)
+    session.exec(delete(ReviewClaim).where(col(ReviewClaim.eval_id) == evaluation.id, col(ReviewClaim.item_id) == item_id, col(ReviewClaim.reviewer) == actor))
+    details = {"eval": evaluation.name, "decision": decision.value, "reason": reason, "votes": len(votes) + 1, "needed": needed}
+    session.add(AuditEvent(actor=actor, action=AuditAction.REVIEW_VOTE, object_type="item", object_id=str(item_id), details=details, at=now))
+    votes.append(vote)
+    shown = _votes_read(votes)
+    if len(votes) < needed:
+        return RoundOutcome(item_id=item_id, eval=evaluation.name, state=RoundState.WAITING, needed=needed, votes=shown, status=ItemStatus.UNIQUE.value)
+    if len({entry.decision for entry in votes}) == 1:
+        settled = _details(votes, eval=evaluation.name, settled="agreement")
+        item = decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=actor, now=now, unread=unread, settled_by=settled)
+        return RoundOutcome(item_id=item_id, eval=evaluation.name, state=RoundState.DECIDED, needed=needed, votes=shown, status=item.status)
+    disputed = _details(votes, eval=evaluation.name)
+    session.add(AuditEvent(actor=actor, action=AuditAction.REVIEW_DISPUTED, object_type="item", object_id=str(item_id), details=disputed, at=now))
+    return RoundOutcome(item_id=item_id, eval=evaluation.name, state=RoundState.DISPUTED, needed=needed, votes=shown, status=ItemStatus.UNIQUE.value)
+
+
+def withdraw_vote(*, session: Session, evaluation: Eval, item_id: int, actor: str, now: datetime) -> RoundOutcome:
+    """Take back `actor`'s open vote on the item (a round not settled yet; a disputed one too), audited
+    (`review.vote_withdrawn`). Raises TeamReviewRefused `no_vote` (409) when there is none."""
+    assert evaluation.id is not None
+    votes = open_votes(session, evaluation.id, item_id)
+    mine = next((vote for vote in votes if vote.reviewer == actor), None)
+    if mine is None:
+        raise TeamReviewRefused("no_vote", f"you have no open vote on item {item_id} of eval {evaluation.name!r} to take back", 409)
+    session.delete(mine)
+    details = {"eval": evaluation.name, "decision": mine.decision, "cast_at": mine.cast_at.isoformat()}
+    session.add(AuditEvent(actor=actor, action=AuditAction.REVIEW_VOTE_WITHDRAWN, object_type="item", object_id=str(item_id), details=details, at=now))
+    rest = [vote for vote in votes if vote is not mine]
+    item = session.get(Item, item_id)
+    status = item.status if item is not None else ItemStatus.UNIQUE.value
+    return RoundOutcome(item_id=item_id, eval=evaluation.name, state=RoundState.WAITING, needed=votes_needed(evaluation, item_id), votes=_votes_read(rest), status=status)
+
+
+def adjudicate(
+    *,
+    session: Session,
+    evaluation: Eval,
+    item_id: int,
+    actor: str,
+    allowed: bool,
+    decision: Decision,
+    reason: str,
+    now: datetime,
+    unread: Collection[int] = (),
+) -> RoundOutcome:
+    """Decide the item for the eval as its adjudicator (`allowed`: `may_adjudicate`), whatever its
+    votes, closing its round; the votes go into the decision's audit event. Raises
+    TeamReviewRefused `not_adjudicator` (403) and the refusals of `curation.review.decide`."""
+    assert evaluation.id is not None
+    if not allowed:
+        who = ", ".join(evaluation.adjudicators) if evaluation.adjudicators else "an admin"
+        raise TeamReviewRefused("not_adjudicator", f"disagreements on eval {evaluation.name!r} are decided by {who}, not by {person(actor)}", 403)
+    _require_reviewable(session, evaluation, item_id)
+    votes = open_votes(session, evaluation.id, item_id)
+    needed = votes_needed(evaluation, item_id)
+    settled = _details(votes, eval=evaluation.name, settled="adjudication")
+    item = decide(session=session, item_id=item_id, decision=decision, reason=reason, actor=actor, now=now, unread=unread, settled_by=settled)
+    return RoundOutcome(item_id=item_id, eval=evaluation.name, state=RoundState.DECIDED, needed=needed, votes=_votes_read(votes), status=item.status)
+
+
+@dataclass(frozen=True)
+class ClaimScope:
+    """What a claim hands out: the items of the eval's queue (`conditions` on `item`: its sources,
+    less those it took without review), oldest incident first."""
+
+    conditions: Sequence[ColumnElement[bool]]
+
+
+def claim_batch(*, session: Session, evaluation: Eval, actor: str, size: int, scope: ClaimScope, now: datetime, hours: float = CLAIM_HOURS) -> ClaimOutcome:
+    """Hold up to `size` items of the eval's queue for `actor` until `now + hours`, audited
+    (`review.claim`): the claims they still hold, then the oldest items they have not voted on
+    whose round has room (open votes and others' live claims fewer than the votes it needs). Expired
+    claims are dropped first. Raises TeamReviewRefused `not_claim` (409) on an eval not shared by
+    claims."""
+    assert evaluation.id is not None
+    if evaluation.review_assignment != ReviewAssignment.CLAIM.value or not is_team_review(evaluation):
+        raise TeamReviewRefused("not_claim", f"eval {evaluation.name!r} does not share its queue by claims (assignment: {evaluation.review_assignment})", 409)
+    session.exec(delete(ReviewClaim).where(col(ReviewClaim.eval_id) == evaluation.id, col(ReviewClaim.expires_at) <= now))
+    expires = now + timedelta(hours=hours)
+    order = (col(Item.occurred_at), col(Item.id))
+    unvoted = ~_voted_by(evaluation.id, actor)
+    held = list(session.exec(select(Item.id).where(*scope.conditions, _claimed(evaluation.id, now, by=actor), unvoted).order_by(*order)).all())
+    room = _open_count(evaluation.id) + _claims_by_others(evaluation.id, actor, now) < votes_needed_column(evaluation)
+    wanted = max(size - len(held), 0)
+    fresh: list[int | None] = []
+    if wanted:
+        fresh = list(session.exec(select(Item.id).where(*scope.conditions, ~_claimed(evaluation.id, now, by=actor), unvoted, room).order_by(*order).limit(wanted)).all())
+    for item_id in fresh:
+        assert item_id is not None
+        session.add(ReviewClaim(eval_id=evaluation.id, item_id=item_id, reviewer=actor, claimed_at=now, expires_at=expires))
+    if held:  # a new claim renews the batch held
+        session.exec(
+            ReviewClaim.__table__.update()  # type: ignore[attr-defined]
+            .where(col(ReviewClaim.eval_id) == evaluation.id, col(ReviewClaim.reviewer) == actor, col(ReviewClaim.item_id).in_(held))
+            .values(expires_at=expires)
+        )
+    if fresh:
+        details = {"eval": evaluation.name, "items": fresh, "expires_at": expires.isoformat()}
+        session.add(AuditEvent(actor=actor, action=AuditAction.REVIEW_CLAIM, object_type="eval", object_id=evaluation.name, details=details, at=now))
+    ids = [item_id for item_id in held + fresh if item_id is not None]
+    return ClaimOutcome(eval=evaluation.name, held=ids, claimed=[item_id for item_id in fresh if item_id is not None], expires_at=expires if ids else None)
+
+
+def release_claims(*, session: Session, evaluation: Eval, actor: str, now: datetime) -> int:
+    """Give back every claim `actor` holds on the eval, audited (`review.claims_released`); how many."""
+    claims = list(session.exec(select(ReviewClaim).where(ReviewClaim.eval_id == evaluation.id, ReviewClaim.reviewer == actor, col(ReviewClaim.expires_at) > now)).all())
+    session.exec(delete(ReviewClaim).where(col(ReviewClaim.eval_id) == evaluation.id, col(ReviewClaim.reviewer) == actor))
+    if claims:
+        details = {"eval": evaluation.name, "items": sorted(claim.item_id for claim in claims)}
+        session.add(AuditEvent(actor=actor, action=AuditAction.REVIEW_CLAIMS_RELEASED, object_type="eval", object_id=evaluation.name, details=details, at=now))
+    return len(claims)
+
+
+def fleiss_kappa(rounds: Sequence[Counter[str]]) -> float | None:
+    """Fleiss' kappa over rounds that each have the same number (two or more) of votes, each a count
+    of votes per decision: (P - Pe) / (1 - Pe), with P the mean share of agreeing pairs of votes in
+    a round and Pe the agreement expected by chance from the decisions' overall shares. None with
+    fewer than two rounds, or when chance agreement is total (every vote the same)."""
+    if len(rounds) < 2:
+        return None
+    raters = sum(rounds[0].values())
+    if raters < 2 or any(sum(counts.values()) != raters for counts in rounds):
+        return None
+    observed = sum((sum(count * count for count in counts.values()) - raters) / (raters * (raters - 1)) for counts in rounds) / len(rounds)
+    totals: Counter[str] = Counter()
+    for counts in rounds:
+        totals.update(counts)
+    chance = sum((count / (raters * len(rounds))) ** 2 for count in totals.values())
+    if chance >= 1:
+        return None
+    return (observed - chance) / (1 - chance)
+
+
+def team_review(*, session: Session, evaluation: Eval, waiting_for_votes: int, disputed: int, now: datetime) -> TeamReview:
+    """The eval's team settings and progress (`schemas.team_review.TeamReview`): per person and in
+    agreement, from the eval's votes (settled rounds grouped by when they settled; disputed rounds
+    still open count too), claims and adjudications. `waiting_for_votes` and `disputed` are the
+    queue's counts, which the caller reads with its filters."""
+    assert evaluation.id is not None
+    votes = list(session.exec(select(ReviewVote).where(ReviewVote.eval_id == evaluation.id)).all())
+    claims = Counter(session.exec(select(ReviewClaim.reviewer).where(ReviewClaim.eval_id == evaluation.id, col(ReviewClaim.expires_at) > now)).all())
+    rounds: dict[tuple[int, datetime | None], list[ReviewVote]] = defaultdict(list)
+    for vote in votes:
+        rounds[(vote.item_id, vote.settled_at)].append(vote)
+    counted = [entries for entries in rounds.values() if len(entries) >= 2]
+    unanimous = sum(1 for entries in counted if len({vote.decision for vote in entries}) == 1)
+    full = [Counter(vote.decision for vote in entries) for entries in counted if len(entries) == evaluation.reviewers_per_item]
+    adjudications = _adjudications(session, evaluation)
+    people: dict[str, ReviewerProgress] = {}
+    for vote in votes:
+        entry = people.setdefault(vote.reviewer, _progress(vote.reviewer))
+        entry.votes += 1
+        entry.approved += vote.decision == Decision.APPROVE.value
+        entry.rejected += vote.decision == Decision.REJECT.value
+        entry.waiting += vote.settled_at is None
+        entry.settled += vote.settled_at is not None and vote.outcome is not None
+        entry.agreed_with_outcome += vote.outcome == vote.decision
+        entry.last_at = max(filter(None, (entry.last_at, vote.cast_at)))
+    for actor, count in claims.items():
+        people.setdefault(actor, _progress(actor)).claimed = count
+    for actor, at in adjudications:
+        entry = people.setdefault(actor, _progress(actor))
+        entry.adjudicated += 1
+        entry.last_at = max(filter(None, (entry.last_at, at)))
+    return TeamReview(
+        eval=evaluation.name,
+        reviewers_per_item=evaluation.reviewers_per_item,
+        agreement_sample=evaluation.agreement_sample,
+        assignment=evaluation.review_assignment,
+        reviewers=evaluation.reviewers,
+        adjudicators=evaluation.adjudicators,
+        guidelines=evaluation.review_guidelines,
+        waiting_for_votes=waiting_for_votes,
+        disputed=disputed,
+        rounds=len(counted),
+        unanimous=unanimous,
+        percent_agreement=unanimous / len(counted) if counted else None,
+        fleiss_kappa=fleiss_kappa(full),
+        people=sorted(people.values(), key=lambda entry: entry.reviewer),
+    )
+
+
+def _progress(actor: str) -> ReviewerProgress:
+    return ReviewerProgress(reviewer=actor, claimed=0, votes=0, approved=0, rejected=0, waiting=0, settled=0, agreed_with_outcome=0, adjudicated=0, last_at=None)
+
+
+def _adjudications(session: Session, evaluation: Eval) -> list[tuple[str, datetime]]:
+    """Who adjudicated on the eval, and when: decisions whose event says so."""
+    query = select(AuditEvent).where(col(AuditEvent.action).in_([ItemAction.APPROVE.value, ItemAction.REJECT.value]), AuditEvent.object_type == "item")
+    found = []
+    for event in session.exec(query.where(col(AuditEvent.id).in_(_settled_event_ids(session, evaluation)))).all():
+        if event.details.get("settled") == "adjudication" and event.details.get("eval") == evaluation.name:
+            found.append((event.actor, event.at))
+    return found
+
+
+def _settled_event_ids(session: Session, evaluation: Eval) -> list[int]:
+    """The ids of the decision events on items this eval's votes touched (a bounded look-up, not a
+    scan of the audit log)."""
+    item_ids = sorted({str(item_id) for item_id in session.exec(select(ReviewVote.item_id).where(ReviewVote.eval_id == evaluation.id)).all()})
+    if not item_ids:
+        return []
+    decisions = [ItemAction.APPROVE.value, ItemAction.REJECT.value]
+    query = select(AuditEvent.id).where(AuditEvent.object_type == "item", col(AuditEvent.object_id).in_(item_ids), col(AuditEvent.action).in_(decisions))
+    return [event_id for event_id in session.exec(query).all() if event_id is not None]
