@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from schemas.evals import DEFAULT_SCHEDULE, DEFAULT_SEALED_FRACTION, DEFAULT_SEALED_READ_BUDGET, ApprovalPolicy, EvalCreate
+from schemas.evals import DEFAULT_SCHEDULE, DEFAULT_SEALED_FRACTION, DEFAULT_SEALED_READ_BUDGET, ApprovalPolicy, EvalCreate, ReviewAssignment
 from schemas.token import Scope
 from service.core.deps import WriteSessionDep
 from service.core.problems import ProblemError
@@ -27,6 +27,9 @@ from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refre
 from service.sources.definitions import list_sources
 from service.ui.pages import done, field_errors, need, page, secret_key, ui_router
 from service.ui.refusals import Refusal, shows_refusal
+from service.ui.team import team_values
+
+TEAM_FIELDS = ("reviewers_per_item", "agreement_sample", "review_assignment", "reviewers", "adjudicators", "review_guidelines")
 
 router = ui_router()
 
@@ -40,13 +43,25 @@ FORM_DEFAULTS = {
     "sealed_fraction": f"{DEFAULT_SEALED_FRACTION:g}",
     "approval_policy": ApprovalPolicy.MANUAL.value,
     "sealed_read_budget": str(DEFAULT_SEALED_READ_BUDGET),
+    "reviewers_per_item": "1",
+    "agreement_sample": "1",
+    "review_assignment": ReviewAssignment.OPEN.value,
+    "reviewers": "",
+    "adjudicators": "",
+    "review_guidelines": "",
 }
 """What the form shows first: `EvalCreate`'s own defaults."""
 
 
 def _form_page(request: Request, session: Session, typed: dict[str, Any], errors: dict[str, str], status: int = 200) -> HTMLResponse:
     sources = [source.name for source in list_sources(session=session)]
-    context = {"typed": typed, "errors": errors, "sources": sources, "policies": [policy.value for policy in ApprovalPolicy]}
+    context = {
+        "typed": typed,
+        "errors": errors,
+        "sources": sources,
+        "policies": [policy.value for policy in ApprovalPolicy],
+        "assignments": [choice.value for choice in ReviewAssignment],
+    }
     return page(request, "eval_new.html", context, status=status)
 
 
@@ -58,6 +73,7 @@ def eval_from_form(typed: dict[str, Any]) -> EvalCreate:
         if str(typed[field]).strip():
             values[field] = str(typed[field]).strip()
     values["max_age_days"] = str(typed["max_age_days"]).strip() or None
+    values |= team_values({field: str(typed[field]) for field in TEAM_FIELDS})
     return EvalCreate.model_validate(values)
 
 
@@ -81,6 +97,12 @@ def create(
     sealed_fraction: Annotated[str, Form(max_length=20)] = "",
     approval_policy: Annotated[str, Form(max_length=20)] = "",
     sealed_read_budget: Annotated[str, Form(max_length=20)] = "",
+    reviewers_per_item: Annotated[str, Form(max_length=20)] = "",
+    agreement_sample: Annotated[str, Form(max_length=20)] = "",
+    review_assignment: Annotated[str, Form(max_length=20)] = "",
+    reviewers: Annotated[str, Form(max_length=8000)] = "",
+    adjudicators: Annotated[str, Form(max_length=8000)] = "",
+    review_guidelines: Annotated[str, Form(max_length=40_000)] = "",
 ) -> HTMLResponse | RedirectResponse:
     """Create the eval (admin) in the request's unit of work, audited with the person; a refused
     form shows again as typed, with each error beside its field."""
@@ -95,6 +117,12 @@ def create(
         "sealed_fraction": sealed_fraction,
         "approval_policy": approval_policy,
         "sealed_read_budget": sealed_read_budget,
+        "reviewers_per_item": reviewers_per_item,
+        "agreement_sample": agreement_sample,
+        "review_assignment": review_assignment,
+        "reviewers": reviewers,
+        "adjudicators": adjudicators,
+        "review_guidelines": review_guidelines,
     }
     engine = request.app.state.engine
 

@@ -26,29 +26,34 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlmodel import Session, col, select
 
 from curation.review import UNDONE, decide, review_batch, undo_review, undoable
+from curation.team_review import withdraw_vote
+from curation.team_rounds import is_team_review
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.item import Item
 from schemas.lifecycle import ItemAction
 from schemas.review import Decision, ReviewDecision, ReviewQueueEntry, ReviewQueuePage
+from schemas.team_review import QueueView
 from schemas.token import Scope
 from service.core.audit import record_read
 from service.core.deps import SessionDep, WriteSessionDep, hand_back_connection
 from service.core.problems import ProblemError
-from service.evals.definitions import require_eval
+from service.evals.definitions import get_eval, require_eval
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue, unread_by
+from service.evals.team_views import view_conditions
 from service.ui.pages import UiRefused, done, need, page, principal, secret_key, ui_router
 from service.ui.refusals import shows_refusal
 from service.ui.review_neighbours import NEIGHBOUR_FLOOR, PREPARED, Neighbours, neighbours_of, prepare_next
+from service.ui.review_team import VIEWS, TeamPlace, said, team_batch, team_decision, vote_still_open, votes_shown
 
 router = ui_router()
 LIST_SIZE = 25
 MAX_BULK = 200
 MAX_TEXT = 200
 MAX_POSITION = 10_000_000
-DECISIONS = (ItemAction.APPROVE, ItemAction.REJECT, UNDONE)
+DECISIONS = (ItemAction.APPROVE, ItemAction.REJECT, UNDONE, AuditAction.REVIEW_VOTE, AuditAction.REVIEW_VOTE_WITHDRAWN)
 
 
 @dataclass(frozen=True)
@@ -60,9 +65,10 @@ class Place:
     before: date | None = None
     text: str | None = None
     at: int = 1
+    view: str | None = None
 
     def query(self, **changes: Any) -> str:
-        values = {"source": self.source, "after": self.after, "before": self.before, "text": self.text, "at": self.at, **changes}
+        values = {"source": self.source, "after": self.after, "before": self.before, "text": self.text, "view": self.view, "at": self.at, **changes}
         return urlencode({key: str(value) for key, value in values.items() if value not in (None, "")})
 
     def filters(self) -> QueueFilters:
@@ -85,13 +91,17 @@ def _url(name: str, place: Place, **changes: Any) -> str:
 
 
 def _last_decision(session: Session, actor: str) -> AuditEvent | None:
-    """This person's newest review decision, when it can still be undone (what "Undo" undoes): not
-    undone, its item not moved since (a source change that reopened it, an edit, a ruling), and no
-    release has acted on it."""
+    """This person's newest review decision, when it can still be undone (what "Undo" undoes): a
+    decision not undone, its item not moved since (a source change that reopened it, an edit, a
+    ruling), and no release has acted on it; or a team-review vote still open."""
     newest = session.exec(
         select(AuditEvent).where(AuditEvent.actor == actor, col(AuditEvent.action).in_(DECISIONS), AuditEvent.object_type == "item").order_by(col(AuditEvent.id).desc()).limit(1)
     ).first()
-    return None if newest is None or newest.action == UNDONE or not undoable(session, newest) else newest
+    if newest is None or newest.action in (UNDONE, AuditAction.REVIEW_VOTE_WITHDRAWN):
+        return None
+    if newest.action == AuditAction.REVIEW_VOTE:
+        return newest if vote_still_open(session, newest) else None
+    return newest if undoable(session, newest) else None
 
 
 def _links(metadata: dict[str, Any]) -> list[str]:
@@ -112,19 +122,25 @@ def review_page(
     before: Annotated[str, Query(max_length=40)] = "",
     text: Annotated[str, Query(max_length=MAX_TEXT)] = "",
     at: Annotated[int, Query(ge=1, le=MAX_POSITION)] = 1,
+    view: Annotated[QueueView | None, Query()] = None,
 ) -> HTMLResponse:
     who = need(request, Scope.CURATE, "Reviewing items")
     key = secret_key(request)
     engine = request.app.state.engine
+    now = utcnow()
     with Session(engine) as session:
         evaluation = _eval(session, name)
+        team = TeamPlace.of(session, evaluation, view, who) if is_team_review(evaluation) else None
     if source and source not in evaluation.sources:
         raise UiRefused(422, "No such source", f"eval {name!r} takes {', '.join(evaluation.sources)}, not {source!r}.")
-    place = _place(source or "", after, before, text, at, strict=True)
+    place = _place(source or "", after, before, text, at, strict=True, view=team.view.value if team else None)
     viewer = Viewer(actor=who.actor, token_id=who.token_id, may_see_sealed=Scope.SEALED.value in who.scopes, endpoint=f"GET /ui/evals/{name}/review")
     offset = (at - 1) // LIST_SIZE * LIST_SIZE
     sources = [source] if source else evaluation.sources
-    queue = serve_queue(engine, viewer=viewer, sources=sources, secret_key=key, filters=place.filters(), limit=LIST_SIZE, offset=offset, evaluation=evaluation)
+    narrowed = view_conditions(evaluation, team.view, actor=who.actor, now=now) if team else []
+    queue = serve_queue(
+        engine, viewer=viewer, sources=sources, secret_key=key, filters=place.filters(), limit=LIST_SIZE, offset=offset, evaluation=evaluation, narrowed=narrowed
+    )
     if queue.total and at > queue.total:
         return RedirectResponse(_url(name, place, at=queue.total), status_code=303)  # type: ignore[return-value]
     current = next((entry for entry in queue.entries if entry.position == at), None)
@@ -137,11 +153,13 @@ def review_page(
             links = _links(current.metadata)
         last = _last_decision(session, who.actor)
         last_item = int(last.object_id) if last is not None and last.object_id and last.object_id.isdigit() and session.get(Item, int(last.object_id)) is not None else None
+        votes = votes_shown(session, evaluation, current.id, team, who.actor) if team is not None and current is not None else []
     if neighbours.shown:
         shown = [neighbour.item.id for neighbour in neighbours.shown if neighbour.item.id is not None]
         object_id = str(current.id) if current else None
         record_read(engine, actor=who.actor, action=AuditAction.ITEM_SIMILAR_READ, endpoint=viewer.endpoint, object_type="item", object_id=object_id, item_ids=shown)
-    return page(request, "review.html", _context(evaluation, queue, place, current, neighbours, links, last, last_item, request))
+    context = _context(evaluation, queue, place, current, neighbours, links, last, last_item, request)
+    return page(request, "review.html", context | {"team": team, "votes": votes})
 
 
 def _context(
@@ -176,7 +194,7 @@ def _context(
     }
 
 
-def _place(source: str, after: str, before: str, text: str, at: int, *, strict: bool = False) -> Place:
+def _place(source: str, after: str, before: str, text: str, at: int, *, strict: bool = False, view: str | None = None) -> Place:
     """The place named by a page's address or a form's hidden fields. `strict`: a date that does
     not read as YYYY-MM-DD is a 422 page (an address typed by a person); otherwise it is dropped."""
 
@@ -188,15 +206,17 @@ def _place(source: str, after: str, before: str, text: str, at: int, *, strict: 
                 raise UiRefused(422, "Not a date", f"{value!r} is not a date: write it as YYYY-MM-DD.") from None
             return None
 
-    return Place(source or None, day(after), day(before), text.strip() or None, max(at, 1))
+    return Place(source or None, day(after), day(before), text.strip() or None, max(at, 1), view if view in VIEWS else None)
 
 
 PlaceForm = Annotated[str, Form(max_length=MAX_TEXT)]
 
 
-def _form_place(source: PlaceForm = "", after: PlaceForm = "", before: PlaceForm = "", text: PlaceForm = "", at: Annotated[int, Form(ge=1, le=MAX_POSITION)] = 1) -> Place:
+def _form_place(
+    source: PlaceForm = "", after: PlaceForm = "", before: PlaceForm = "", text: PlaceForm = "", at: Annotated[int, Form(ge=1, le=MAX_POSITION)] = 1, view: PlaceForm = ""
+) -> Place:
     """The queue's place carried by an action's hidden fields, to return to after it."""
-    return _place(source, after, before, text, at)
+    return _place(source, after, before, text, at, view=view or None)
 
 
 FormPlace = Annotated[Place, Depends(_form_place)]
@@ -217,6 +237,10 @@ def decide_one(
         return done(_url(name, place), f"Item {item_id} was not rejected: say why in Reason.")
     shows_refusal(request, lambda refusal: done(_url(name, place), f"Item {item_id} was not decided: {refusal.detail}"))
     unread = unread_by(session=session, principal=who, item_ids=[item_id], secret_key=secret_key(request), through_window=True) if decision is Decision.APPROVE else set()
+    evaluation = get_eval(session=session, name=name)
+    if evaluation is not None and is_team_review(evaluation):
+        outcome = team_decision(session, evaluation, who, item_id, decision, reason, adjudicating=place.view == QueueView.DISPUTED.value, unread=unread)
+        return done(_url(name, place), said(outcome, decision))
     decide(session=session, item_id=item_id, decision=decision, reason=reason.strip(), actor=who.actor, now=utcnow(), unread=unread)
     verb = "approved" if decision is Decision.APPROVE else "rejected"
     return done(_url(name, place), f"Item {item_id} {verb}. Press u or Undo to take it back.")
@@ -232,6 +256,10 @@ def undo(
 ) -> RedirectResponse:
     who = need(request, Scope.CURATE, "Undoing a review decision")
     shows_refusal(request, lambda refusal: done(_url(name, place), f"Nothing undone: {refusal.detail}"))
+    last = _last_decision(session, who.actor)
+    if last is not None and last.action == AuditAction.REVIEW_VOTE and last.object_id == str(item_id):
+        withdraw_vote(session=session, evaluation=_eval(session, name), item_id=item_id, actor=who.actor, now=utcnow())
+        return done(_url(name, place), f"Your vote on item {item_id} is taken back: it waits for your vote again.")
     undone = undo_review(session=session, item_id=item_id, actor=who.actor, now=utcnow())
     return done(_url(name, place), f"Undone: item {item_id} is no longer {undone.undone.value}d and waits for review again.")
 
@@ -257,6 +285,10 @@ def decide_many(
         return done(_url(name, place), f"The {len(ids)} selected item(s) were not rejected: say why in the bulk Reason.")
     decisions = [ReviewDecision(item_id=item_id, decision=Decision(decision), reason=reason) for item_id in ids]
     unread = unread_by(session=session, principal=who, item_ids=ids, secret_key=secret_key(request), through_window=True) if decision == Decision.APPROVE.value else set()
+    evaluation = get_eval(session=session, name=name)
+    if evaluation is not None and is_team_review(evaluation):
+        summary = team_batch(session, evaluation, who, decisions, adjudicating=place.view == QueueView.DISPUTED.value, unread=unread)
+        return done(_url(name, place, at=1), summary)
     outcome = review_batch(session=session, decisions=decisions, actor=who.actor, now=utcnow(), unread=unread)
     parts = [f"approved {len(outcome.approved)}", f"rejected {len(outcome.rejected)}"]
     if outcome.errors:

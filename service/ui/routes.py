@@ -23,13 +23,32 @@ from service.core.deps import WriteSessionDep
 from service.core.metrics import Metrics
 from service.core.sessions import COOKIE, COOKIE_PATH, LOGIN_CSRF_COOKIE, LOGIN_CSRF_SECONDS, csrf_matches, new_login_csrf, sign_in, sign_out
 from service.core.settings import Settings
-from service.ui import audit, eval_actions, evals, evidence, items, models, overview, questions, registry, registry_forms, review, run_compare, runs, sources, tokens, upload
+from service.ui import (
+    audit,
+    eval_actions,
+    evals,
+    evidence,
+    items,
+    models,
+    overview,
+    questions,
+    registry,
+    registry_forms,
+    review,
+    review_team,
+    run_compare,
+    runs,
+    sources,
+    team,
+    tokens,
+    upload,
+)
 from service.ui.pages import STATIC, UiRefused, page, signed, ui_router
 from service.ui.refusals import Refusal, install_refusal_pages, shows_refusal
 
 SIGN_IN_BODY_BYTES = 8 * 1024
 """The sign-in form's largest body: a token, the form's CSRF value and the page to return to."""
-PAGES = (review, questions, items, eval_actions, evals, sources, registry, registry_forms, evidence, run_compare, runs, models, audit, tokens, upload)
+PAGES = (review, review_team, team, questions, items, eval_actions, evals, sources, registry, registry_forms, evidence, run_compare, runs, models, audit, tokens, upload)
 """The page modules, each with a `router` from `service.ui.pages.ui_router`."""
 
 router = ui_router()
