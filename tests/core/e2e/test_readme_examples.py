@@ -58,8 +58,8 @@ def test_the_readme_marks_blocks_of_each_kind_and_the_docs_theirs() -> None:
     assert {language for language, _ in runnable_blocks(REPO_ROOT / "README.md")} == {"sh", "python"}
     assert len(runnable_documents()) >= 2, "the docs' pages have runnable blocks of their own"
     for path in documents():
-        text = path.read_text(encoding="utf-8")
-        assert text.count(MARK) == len(runnable_blocks(path)), f"{path.name}: a {MARK} mark not followed by a ```sh or ```python block"
+        marks = sum(line == MARK for line in path.read_text(encoding="utf-8").splitlines())
+        assert marks == len(runnable_blocks(path)), f"{path.name}: a {MARK} line not followed by a ```sh or ```python block"
 
 
 def test_no_runnable_block_names_a_port_but_through_port() -> None:
