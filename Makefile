@@ -1,5 +1,6 @@
-# goldenset: `make run` serves the API with sample incidents; `make test` runs the whole suite.
-# Both create .venv first if it is missing.
+# goldenset: `make run` serves the API with sample incidents; `make test` runs the lint, the type
+# check, the documentation site's build and the whole suite; `make docs` builds the site alone.
+# All create .venv first if it is missing.
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -29,7 +30,7 @@ SAMPLE := samples/cisa_kev/known_exploited_vulnerabilities.sample.json
 SAMPLE_MAPPING := examples/mappings/cisa_kev.yaml
 SAMPLE_EVAL := examples/evals/cisa_kev_sample.yaml
 
-.PHONY: setup lock browser run test test-fast lint typecheck unit clean
+.PHONY: setup lock browser run test test-fast lint typecheck docs unit clean
 
 setup: $(VENV)/.installed
 
@@ -91,7 +92,13 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: setup browser lint typecheck
+# The documentation site: docs/ (the pages) and mkdocs.yml (the nav) built into var/site/ with the
+# built-in theme, offline. --strict turns every warning into a failure: a page missing from the
+# nav, a link to a missing page or anchor, a link that leaves docs/.
+docs: setup
+	$(BIN)/mkdocs build --strict --quiet
+
+test: setup browser lint typecheck docs
 	GOLDENSET_TEST_DATABASES=$(TEST_DATABASES) GOLDENSET_TEST_POSTGRES_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -n $(TEST_WORKERS)
 
 # The fast tier, for the edit-test loop: the tests marked unit or integration, of every domain, on

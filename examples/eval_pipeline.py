@@ -7,7 +7,10 @@ real model call and grader.
 
     # against `make run` (sample incidents ingested), with an admin token for the one-off setup:
     goldenset token create --name pipeline --scopes admin
-    python examples/eval_pipeline.py --url http://127.0.0.1:8000 --token <token> --setup
+    python examples/eval_pipeline.py --token <token> --setup
+
+The service is GOLDENSET_URL, else http://127.0.0.1:$PORT (the port `make run` serves on, 8000
+when PORT is unset); `--url` names another.
 
 `--setup` creates what is missing: the eval (over `--source`, items admitted as dedup keeps them),
 its first release, the model and an endpoint whose terms say it does not train on inputs.
@@ -26,6 +29,11 @@ from typing import Any
 from goldenset_client import Client, EndpointCreate, EvalCreate, GoldensetError, ModelCreate, ResultIn
 
 WORD = re.compile(r"[a-z0-9]+")
+
+
+def default_url() -> str:
+    """GOLDENSET_URL, else the port `make run` serves on: http://127.0.0.1:$PORT (8000 without PORT)."""
+    return os.environ.get("GOLDENSET_URL") or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
 
 
 def answer(content: dict[str, Any]) -> str:
@@ -57,7 +65,7 @@ def setup(client: Client, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--url", default=os.environ.get("GOLDENSET_URL", "http://127.0.0.1:8000"))
+    parser.add_argument("--url", default=default_url(), help="The service (default: $GOLDENSET_URL, else http://127.0.0.1:$PORT, port 8000 without PORT).")
     parser.add_argument("--token", default=os.environ.get("GOLDENSET_TOKEN", ""), help="A bearer token (default: $GOLDENSET_TOKEN).")
     parser.add_argument("--eval", default="cisa-kev-sample", help="The eval (`make run` creates cisa-kev-sample).")
     parser.add_argument("--source", default="cisa-kev-sample", help="With --setup: the source the eval takes.")

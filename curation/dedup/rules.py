@@ -57,8 +57,8 @@ RULES_VERSION = "r2"
 
 @dataclass(frozen=True)
 class DedupConfig:
-    """Decision thresholds, chosen on ../shared/data (see the README's figures and
-    bench/dedup_quality.py).
+    """Decision thresholds, chosen on ../shared/data (see the figures in
+    docs/dedup-figures.md and bench/dedup_quality.py).
 
     `minhash_threshold`: estimated Jaccard of the recipe's shingles at or above which two texts
     are near-verbatim copies. `guard_embedding_threshold` (`guard_short_embedding_threshold` for
@@ -78,7 +78,7 @@ class DedupConfig:
     `neighbours`: embedding neighbours examined per candidate. `ann`: when and where the index
     searches a large pool approximately (`curation.dedup.ann_graph.AnnConfig`).
     `confirm_threshold`, `ask_threshold`: the judge's P below which a paraphrase merge, and from
-    which a unique item's near pair, is asked of a curator (`curation.dedup.questions`; README
+    which a unique item's near pair, is asked of a curator (`curation.dedup.questions`; docs/dedup.md,
     "Three outcomes"; 0 and 1 switch either off). `ask_share`: the most of a source's items
     with an open question; past it the rules decide alone.
     """

@@ -5,7 +5,7 @@ Embeddings judge meaning, and two short machine messages that differ in one word
 different events ("VM started" / "VM paused", "Running task 3" / "Finished task 3"), while their
 embeddings are nearly equal. So for short machine messages only exact and near-verbatim copies
 count, and short sentences need a higher cosine than long reports, whose embeddings average
-over many words. Measured on ../shared/data (see the README's dedup figures).
+over many words. Measured on ../shared/data (see the figures in docs/dedup-figures.md).
 """
 
 from __future__ import annotations

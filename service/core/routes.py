@@ -21,7 +21,7 @@ system_router = APIRouter(tags=["system"])
 
 @system_router.get("/healthz", responses=problem_doc(503))
 def healthz(request: Request, session: SessionDep) -> dict[str, str]:
-    """Liveness, database reachability and the process's role (`all`, `api`; README "Roles");
+    """Liveness, database reachability and the process's role (`all`, `api`; docs/deploying.md, "Roles");
     the only endpoint without a token. 503 while the database is unreachable."""
     try:
         session.exec(text("SELECT 1"))  # type: ignore[call-overload]

@@ -22,7 +22,7 @@ DEFAULT_DATABASE_URL = "sqlite:///./var/goldenset.db"
 ENV_PREFIX = "GOLDENSET_"
 MAKE_A_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 logger = logging.getLogger("goldenset.settings")
-# What a process does, from the command that started it (README "Roles"): `all` is `goldenset
+# What a process does, from the command that started it (docs/deploying.md, "Roles"): `all` is `goldenset
 # serve` (the API and the scheduler); `api` is `goldenset serve --no-scheduler` (the API only: no
 # embedding model, no curation unless `api_curates`); `worker` is `goldenset scheduler`.
 Role = Literal["all", "api", "worker"]
@@ -204,7 +204,7 @@ class Settings(BaseSettings):
         needed = ("embedding_url", "embedding_endpoint", "embedding_remote_model", "embedding_dim")
         missing = [f"{ENV_PREFIX}{name.upper()}" for name in needed if not getattr(self, name)]
         if missing:
-            raise ValueError(f"GOLDENSET_EMBEDDING_BACKEND=http needs {', '.join(missing)} (see README \"Dedup\")")
+            raise ValueError(f"GOLDENSET_EMBEDDING_BACKEND=http needs {', '.join(missing)} (see docs/dedup.md, \"Embedding over HTTP\")")
         assert self.embedding_url is not None
         if not self.embedding_url.startswith(("http://", "https://")):
             raise ValueError("GOLDENSET_EMBEDDING_URL must be an http:// or https:// URL")

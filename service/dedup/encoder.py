@@ -1,6 +1,6 @@
 """The process-wide embedding model: loaded once per process (offline, never from a hub) and shared
 by its threads, one `encode` call at a time; and its identity alone (`model_identity`), for
-processes that only read stored vectors (API replicas, see README "Roles")."""
+processes that only read stored vectors (API replicas, see docs/deploying.md, "Roles")."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ async def check(
     most similar items. Nothing is stored. A match with an item of a sealed slice is reported
     without naming the item, and sealed items are never among the similar ones. The text is
     embedded in a worker thread, a few requests at a time. 503 from an API replica that does not
-    load the embedding model (README "Roles").
+    load the embedding model (docs/deploying.md, "Roles").
 
     A match with a sealed item confirms a guess at its text: it is audited as a sealed event
     (`item.sealed_check_matched`, naming the item), and a token that had

@@ -9,7 +9,7 @@ kind across every domain (`pytest -m "unit or integration"`, `make test-fast`):
   (or served by a uvicorn thread on loopback), vendors and models replayed on loopback;
 - `e2e`: the product as its users meet it: the API over a real socket, the `goldenset` commands
   (in process or as real processes), processes over a PostgreSQL database of their own, installs,
-  the harnesses and the README's examples;
+  the harnesses and the runnable examples of the README and docs/;
 - `browser`: the web UI in headless Chromium against a real `goldenset serve`.
 
 A test module outside a kind folder is a collection error, which stops every run that collects it,

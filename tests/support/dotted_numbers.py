@@ -20,7 +20,7 @@ SAMPLE = Path(__file__).with_suffix(".jsonl")
 IDENTIFYING_KINDS = frozenset({"private", "shared", "public"})
 """Address kinds that identify a team's infrastructure: redaction must replace them."""
 WELL_KNOWN_KINDS = frozenset({"loopback", "unspecified", "documentation", "resolver", "metadata", "netmask"})
-"""Address kinds that identify nobody (see the README's redaction section): kept as content."""
+"""Address kinds that identify nobody (see docs/ingesting.md, "Redaction"): kept as content."""
 
 Touches = Callable[[str, int, int], bool]
 """Whether redacting `text` changes any character of ``text[start:end]``."""

@@ -17,7 +17,10 @@ __version__ = "0.1.0"
 
 URL_VARIABLE = "GOLDENSET_URL"
 TOKEN_VARIABLE = "GOLDENSET_TOKEN"
-DEFAULT_URL = "http://127.0.0.1:8000"
+PORT_VARIABLE = "PORT"
+"""The port `make run` serves on (`make run PORT=8080`): the default URL follows it."""
+DEFAULT_PORT = 8000
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 RESULTS_BATCH = 1000
 """Scores sent per `POST /v1/runs/{id}/results` (the server takes up to 10,000)."""
 
@@ -51,10 +54,17 @@ class Settings:
         return {"base_url": self.base_url, "headers": headers, "timeout": self.timeout}
 
 
+def default_url() -> str:
+    """The URL of a goldenset on this machine: http://127.0.0.1:$PORT, port 8000 when PORT is unset
+    or empty, as `make run` serves it."""
+    return f"http://127.0.0.1:{os.environ.get(PORT_VARIABLE) or DEFAULT_PORT}"
+
+
 def env_arguments(base_url: str | None, token: str | None) -> tuple[str, str]:
     """`base_url` and `token`, each taken from GOLDENSET_URL / GOLDENSET_TOKEN when not given
-    (the URL defaults to http://127.0.0.1:8000). A ValueError names the missing variable."""
-    url = base_url or os.environ.get(URL_VARIABLE) or DEFAULT_URL
+    (without GOLDENSET_URL, the URL is `default_url()`: http://127.0.0.1:$PORT, or port 8000). A
+    ValueError names the missing variable."""
+    url = base_url or os.environ.get(URL_VARIABLE) or default_url()
     secret = token or os.environ.get(TOKEN_VARIABLE)
     if not secret:
         raise ValueError(f"set {TOKEN_VARIABLE} to a goldenset token (create one with `goldenset token create --scopes read`)")

@@ -58,8 +58,9 @@ class Client(Operations):
 
     @classmethod
     def from_env(cls: type[C], base_url: str | None = None, token: str | None = None, **options: Any) -> C:
-        """A client for GOLDENSET_URL (default http://127.0.0.1:8000) with GOLDENSET_TOKEN; an
-        argument given here wins over its variable. `options` as for the constructor."""
+        """A client for GOLDENSET_URL (default http://127.0.0.1:$PORT, port 8000 without PORT) with
+        GOLDENSET_TOKEN; an argument given here wins over its variable. `options` as for the
+        constructor."""
         url, secret = env_arguments(base_url, token)
         return cls(url, secret, **options)
 

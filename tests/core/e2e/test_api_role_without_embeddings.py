@@ -1,4 +1,4 @@
-"""The API role without the `embeddings` extra (README "Install"): an API replica builds its app,
+"""The API role without the `embeddings` extra (docs/getting-started.md, "Install"): an API replica builds its app,
 answers health, release pages, the review queue and review decisions without importing PyTorch,
 sentence-transformers, ONNX Runtime, OpenVINO or faiss; and where the model is needed, an install
 without the extra says so in one line (a command: exit status 2; a request: a 503 problem).

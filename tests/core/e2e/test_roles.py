@@ -1,4 +1,4 @@
-"""Roles (README "Roles"): `goldenset serve` is `all`, `serve --no-scheduler` an `api` replica that
+"""Roles (docs/deploying.md, "Roles"): `goldenset serve` is `all`, `serve --no-scheduler` an `api` replica that
 never loads the embedding model nor curates (unless GOLDENSET_API_CURATES), and `/healthz` says
 which role a process has."""
 

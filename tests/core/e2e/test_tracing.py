@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (README "Traces"), end to end: real `goldenset serve` and `goldenset
+"""OpenTelemetry tracing (docs/metrics-and-logs.md, "Traces"), end to end: real `goldenset serve` and `goldenset
 scheduler` processes export OTLP/HTTP protobuf to a receiver on loopback, which decodes what a
 collector would get. Server spans per route with their status, SQL spans inside them, the resource
 naming the service and its role, log lines carrying the ids of their span, and nothing an

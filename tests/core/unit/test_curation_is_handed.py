@@ -1,4 +1,4 @@
-"""Curation is handed the clock, the environment and its transaction (README "Layout",
+"""Curation is handed the clock, the environment and its transaction (docs/layout.md,
 `curation/__init__.py`): no curation module reads the time or the process environment itself,
 commits, rolls back or opens a connection. import-linter sees imports, not calls, so this reads
 each module's syntax tree for them:

@@ -1,4 +1,4 @@
-"""The layout's rules from DESIGN.md and the README's map, checked on the import graph:
+"""The layout's rules from DESIGN.md and the map in docs/layout.md, checked on the import graph:
 
 - the flow: schemas import nothing of ours; ingest only schemas; curation only schemas, its own
   domains, and from ingest the normalisation helpers and the outbound-HTTP retry rules; the

@@ -1,4 +1,4 @@
-"""The locks in requirements/ (`make lock`; README "Install"): every package pinned to one version
+"""The locks in requirements/ (`make lock`; docs/getting-started.md, "Install"): every package pinned to one version
 with its files' hashes, the three locks agreeing on every version, the API image's lock without the
 embedding stack, PyTorch pinned as the Makefile's TORCH_SPEC, and every dependency pyproject.toml
 names present, so a lock left behind by a change of dependencies fails here before `make setup`."""

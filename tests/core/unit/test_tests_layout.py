@@ -1,4 +1,4 @@
-"""The tests' own layout (README "Tests", `tests/plugins/kinds.py`): every test module lies in
+"""The tests' own layout (docs/getting-started.md, "Tests", `tests/plugins/kinds.py`): every test module lies in
 `tests/<domain>/<kind>/`, so its folder gives it exactly one kind; the domains are the product's;
 and every folder on the way is a package, so two modules of one name in two kinds never clash.
 The same rule stops a run whose collected tests lack a kind; this check names the stray file even
