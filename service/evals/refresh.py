@@ -36,13 +36,14 @@ from curation.releases.periods import period_at
 from curation.releases.withdrawal import withdraw_release
 from curation.releases.writer import PeriodOutOfOrder, release_of_period, write_release
 from schemas.common import utcnow
-from schemas.evals import Eval
+from schemas.evals import ApprovalPolicy, Eval
 from schemas.release import Release
 from service.core.db import write_transaction
 from service.core.locks import LockBusy, exclusive
 from service.core.problems import ProblemError
 from service.core.tracing import annotate, traced
 from service.evals.definitions import delete_eval, get_eval, require_eval, seal_keys
+from service.evals.review_queue import waiting_for_review
 
 logger = logging.getLogger("goldenset.refresh")
 LOCK_WAIT_SECONDS = 600.0
@@ -52,6 +53,12 @@ T = TypeVar("T")
 
 class RefreshError(RuntimeError):
     """The refresh cannot run as asked (unknown eval, a period before the newest release's)."""
+
+
+class NothingToRelease(RefreshError):
+    """The first release of an eval with manual approval would hold no item (nothing of its
+    sources approved yet): none is written, so the period stays open for the release its review
+    makes possible."""
 
 
 class FuturePeriod(RefreshError):
@@ -204,4 +211,10 @@ def _refresh_in(session: Session, *, name: str, at: datetime, secret_key: str, a
         release = write_release(session, evaluation=evaluation, period=period, seal_key_of=keys, actor=actor, now=utcnow(), audit_details=extra)
     except PeriodOutOfOrder as exc:
         raise RefreshError(str(exc)) from exc
+    if release.number == 1 and release.dev_count + release.sealed_count == 0 and evaluation.approval_policy == ApprovalPolicy.MANUAL.value:
+        waiting = waiting_for_review(session, [evaluation]).get(evaluation.name, 0)
+        raise NothingToRelease(
+            f"eval {name!r} has no item to release yet: nothing of its sources ({', '.join(evaluation.sources)}) is approved "
+            f"({waiting} item(s) wait for review), so no empty first release was written; refresh again once items are approved"
+        )
     return RefreshOutcome(release, True, name)

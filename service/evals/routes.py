@@ -35,7 +35,7 @@ from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError, problem_doc
 from service.evals.content_cache import CachedContent, ReleaseContentCache, release_generation
 from service.evals.definitions import create_eval, list_evals, require_eval, to_read, update_eval
-from service.evals.refresh import FuturePeriod, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
+from service.evals.refresh import FuturePeriod, NothingToRelease, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
 from service.evals.releases import LATEST, SealedBudgetExceeded, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary, take_sealed_read
 from service.evals.review_queue import QueueFilters
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
@@ -112,6 +112,8 @@ def refresh(
         raise ProblemError(422, "Invalid request", str(exc), reason="future_period") from exc
     except RefreshBusy as exc:
         raise ProblemError(409, "Conflict", str(exc), headers={"Retry-After": "10"}, reason="busy") from exc
+    except NothingToRelease as exc:
+        raise ProblemError(409, "Conflict", str(exc), reason="nothing_to_release") from exc
     except RefreshError as exc:
         raise ProblemError(409, "Conflict", str(exc), reason="cannot_refresh") from exc
     response.status_code = 201 if outcome.created else 200

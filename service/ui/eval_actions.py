@@ -152,7 +152,7 @@ def refresh_now(request: Request, name: str) -> RedirectResponse:
     try:
         outcome = refresh_eval(request.app.state.engine, name=name, at=None, secret_key=secret_key(request), actor=who.actor, wait_seconds=60)
     except (FuturePeriod, RefreshBusy, RefreshError) as exc:
-        raise ProblemError(409, "Not refreshed", str(exc)) from exc
+        return done(f"/ui/evals/{name}/releases", f"Not refreshed: {exc}")
     release = outcome.release
     if not outcome.created:
         return done(f"/ui/evals/{name}/releases", f"Release {release.number} of {name} already covers this period; nothing new was written.")

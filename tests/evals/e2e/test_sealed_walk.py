@@ -68,9 +68,9 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     leaked = [secret for secret in secrets if secret and secret in response.text]
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
     # Every GET endpoint answered something; only the admin's audit and the curators' low-margin
-    # duplicates and review queue refused the reader outright. (The temporal-split report needs
-    # `model` and `eval` or `corpus` in the query: 422 without them.)
-    expected_refusals = {"/v1/audit", "/v1/dedup/low-margin", "/v1/evals/{name}/review-queue", "/v1/reports/temporal-split"}
+    # duplicates, review queue and review team refused the reader outright. (The temporal-split
+    # report needs `model` and `eval` or `corpus` in the query: 422 without them.)
+    expected_refusals = {"/v1/audit", "/v1/dedup/low-margin", "/v1/evals/{name}/review-queue", "/v1/evals/{name}/review/team", "/v1/reports/temporal-split"}
     assert {template for template, codes in statuses.items() if 200 not in codes} == expected_refusals
     # The review queue is the curators': a `curate` token without `sealed` pages through it, and its
     # text filter finds nothing by a sealed item's title or input.

@@ -24,7 +24,7 @@ from service.core.db import write_session, write_transaction
 from service.core.problems import ProblemError
 from service.core.settings import Settings
 from service.evals.definitions import create_eval, update_eval
-from service.evals.refresh import RefreshError, refresh_eval
+from service.evals.refresh import NothingToRelease, RefreshError, refresh_eval
 from service.evals.releases import SealedBudgetExceeded, manifest, take_sealed_read, verify_release
 from service.scheduler import GoldensetScheduler
 from tests.conftest import TEST_SECRET_KEY
@@ -229,3 +229,19 @@ def test_the_scheduler_catches_up_a_missed_period_once_and_leaves_a_new_eval_for
     caught_up = releases[1]
     assert caught_up.period_start == period_at("0 3 1 1 *", utcnow()).start
     assert caught_up.dev_count + caught_up.sealed_count == 5
+
+
+def test_a_manual_eval_with_nothing_approved_gets_no_empty_first_release(engine: Engine) -> None:
+    """Refreshing a new eval before anyone approved an item writes nothing and says why, so the
+    period's one release is still there for the items its review approves."""
+    ingest_and_curate(engine, "kev", [kev(n, f"2024-02-{n:02d}") for n in range(1, 4)])
+    _eval(engine, max_age_days=None)
+    with pytest.raises(NothingToRelease, match=r"nothing of its sources \(kev\) is approved \(3 item\(s\) wait for review\)"):
+        refresh_eval(engine, name="ops", secret_key=TEST_SECRET_KEY, actor="test")
+    with Session(engine) as session:
+        assert session.exec(select(Release)).first() is None
+        assert session.exec(select(AuditEvent).where(AuditEvent.action == "release.create")).first() is None
+    with write_transaction(engine) as session:
+        decide(session=session, item_id=min(_ids(engine).values()), decision=Decision.APPROVE, reason="", actor="test", now=utcnow())
+    outcome = refresh_eval(engine, name="ops", secret_key=TEST_SECRET_KEY, actor="test")
+    assert outcome.created and outcome.release.number == 1 and outcome.release.dev_count + outcome.release.sealed_count == 1

@@ -125,7 +125,14 @@ def test_the_team_settings_are_saved_by_an_admin_and_refused_with_why(app: FastA
         assert 'value="alice bob"' in refused.text  # the form as typed
         saved = admin.post(
             "/ui/evals/team/team",
-            data={"csrf": csrf, "reviewers_per_item": "2", "agreement_sample": "0.5", "review_assignment": "round_robin", "reviewers": "alice, bob, carol", "review_guidelines": GUIDELINES},
+            data={
+                "csrf": csrf,
+                "reviewers_per_item": "2",
+                "agreement_sample": "0.5",
+                "review_assignment": "round_robin",
+                "reviewers": "alice, bob, carol",
+                "review_guidelines": GUIDELINES,
+            },
         )
         assert saved.status_code == 303
     with Session(engine) as session:
