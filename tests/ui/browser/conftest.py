@@ -105,7 +105,7 @@ def seed_pool(engine: Engine) -> dict[str, str]:
     return make_tokens(engine)
 
 
-def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(url: str, extra: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     environment = {
         **os.environ,
@@ -117,6 +117,7 @@ def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
         "GOLDENSET_LOG_LEVEL": "WARNING",
         # Every test of a module signs in to one server from 127.0.0.1.
         "GOLDENSET_SIGN_IN_RATE_LIMIT": TEST_RATE_LIMIT,
+        **(extra or {}),
     }
     command = [str(Path(sys.executable).parent / "goldenset"), "serve", "--host", "127.0.0.1", "--port", str(port), "--no-scheduler"]
     process = subprocess.Popen(command, env=environment, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -138,13 +139,14 @@ def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def ui_server(request: pytest.FixtureRequest, _templates: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiServer]:
-    """The module's seeded database served by a real `goldenset serve` (one per backend)."""
+    """The module's seeded database served by a real `goldenset serve` (one per backend), with the
+    module's `SERVER_ENVIRONMENT` (a dict) over the tests' own."""
     seed: Callable[[Engine], dict[str, str]] = getattr(request.module, "seed", seed_pool)
     with new_database(request.param, _templates, tmp_path_factory.mktemp("ui")) as url:
         engine = make_engine(url)
         try:
             tokens = seed(engine)
-            process, base = _serve(url)
+            process, base = _serve(url, getattr(request.module, "SERVER_ENVIRONMENT", None))
             try:
                 yield UiServer(base, engine, tokens, request.param)
             finally:

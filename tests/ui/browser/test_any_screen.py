@@ -74,6 +74,7 @@ def _pages(engine: Engine) -> dict[str, str]:
         "release": f"/ui/evals/{EVAL}/releases/2",
         "release-diff": f"/ui/evals/{EVAL}/releases/1/diff/2",
         "review": f"/ui/evals/{EVAL}/review",
+        "review-team": f"/ui/evals/{EVAL}/team",
         "items": "/ui/items",
         "item": f"/ui/items/{shown}",
         "item-edit": f"/ui/items/{shown}/edit",
