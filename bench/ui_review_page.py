@@ -55,7 +55,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -488,6 +488,35 @@ def build_pool(engine: Engine, *, total: int, unique: int, curated: int, near_sh
 # -- the database -----------------------------------------------------------------------------
 
 
+def team_review_world(engine: Engine, votes: int) -> None:
+    """The eval reviewed by a team (two agreeing votes on half the items, an open queue) with `votes`
+    open votes by other reviewers on random waiting items that need two: most alone in their round,
+    a sixth of the rounds disputed (an approve and a reject)."""
+    from sqlmodel import col
+
+    from curation.team_rounds import votes_needed
+    from schemas.evals import Eval
+    from schemas.team_review import ReviewVote
+
+    rng = random.Random(7)
+    now = datetime.now(tz=UTC)
+    with write_session(engine) as session:
+        evaluation = session.scalars(select(Eval).where(col(Eval.name) == EVAL)).one()
+        assert evaluation.id is not None
+        evaluation.reviewers_per_item, evaluation.agreement_sample = 2, 0.5
+        session.add(evaluation)
+        waiting = [item_id for item_id in session.scalars(select(col(Item.id)).where(col(Item.status) == ItemStatus.UNIQUE.value)).all() if item_id is not None]
+        double = [item_id for item_id in waiting if votes_needed(evaluation, item_id) == 2]
+        chosen = rng.sample(double, min(len(double), votes * 6 // 7))
+        disputed = chosen[: votes // 7]
+        for item_id in chosen:
+            session.add(ReviewVote(eval_id=evaluation.id, item_id=item_id, reviewer=f"token:reviewer-{item_id % 5}", decision="approve", cast_at=now))
+        for item_id in disputed:
+            session.add(ReviewVote(eval_id=evaluation.id, item_id=item_id, reviewer="token:second-reviewer", decision="reject", reason="bench", cast_at=now))
+        session.commit()
+    log(f"team review: {len(chosen) + len(disputed)} open votes, {len(disputed)} disputed rounds")
+
+
 @contextmanager
 def fresh_database(database_url: str | None, keep: Path | None) -> Iterator[str]:
     """The URL of a new, migrated, empty database: a SQLite file in a temporary folder (or in
@@ -832,6 +861,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build the SQLite pool in this folder and keep it")
     parser.add_argument("--near-share", type=float, default=NEAR_SHARE, help="share of the pool put in near groups by added near links (0: none)")
     parser.add_argument("--profile", action="store_true", help="profile every case, not only those over the requirement")
+    parser.add_argument(
+        "--team-votes",
+        type=int,
+        default=0,
+        help="make the eval team-reviewed (two votes on half the items) with this many open votes by others, some disputed; measure its views too",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -860,6 +895,9 @@ def main() -> None:
             Case("source=kev", {"source": "kev"}),
             Case(f"source=kev, at={deep_kev}", {"source": "kev", "at": str(deep_kev)}),
         ]
+        if args.team_votes:
+            team_review_world(engine, args.team_votes)
+            cases += [Case("team: waiting for my vote", {"view": "mine"}), Case("team: disagreements", {"view": "disputed"}), Case("team: everything", {"view": "all"})]
         with served(app) as base, signed_in_client(base, token) as client:
             log("waiting for the dedup index (the page builds it in the background)")
             index_seconds, cold = wait_for_index(client, times)

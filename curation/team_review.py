@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from curation.refusals import Refused
 from curation.review import UNREAD_DETAIL, decide
@@ -103,23 +104,23 @@ def _assigned_to(evaluation: Eval, reviewer: str) -> ColumnElement[bool]:
     return or_(*[and_(col(Item.id) % size == (index - step) % size, needed > step) for step in range(min(evaluation.reviewers_per_item, size))])
 
 
-def _disputed(eval_id: int) -> ColumnElement[bool]:
-    def voted(decision: Decision) -> ColumnElement[bool]:
-        return exists().where(
-            col(ReviewVote.eval_id) == eval_id, col(ReviewVote.item_id) == col(Item.id), col(ReviewVote.settled_at).is_(None), col(ReviewVote.decision) == decision.value
-        )
-
-    return and_(voted(Decision.APPROVE), voted(Decision.REJECT))
+def _open_round_items(eval_id: int) -> SelectOfScalar[int]:
+    return select(ReviewVote.item_id).where(col(ReviewVote.eval_id) == eval_id, col(ReviewVote.settled_at).is_(None)).group_by(col(ReviewVote.item_id))
 
 
 def mine_conditions(evaluation: Eval, actor: str, now: datetime) -> list[ColumnElement[bool]]:
     """SQL conditions on `item` for what waits for `actor`'s vote on the eval (`QueueView.MINE`):
     items they have no open vote on whose round still needs votes, and on a claim eval only those
-    they hold a claim on, on a round-robin eval only those assigned to them."""
+    they hold a claim on, on a round-robin eval only those assigned to them. Each is an
+    uncorrelated look-up in the (small) vote and claim tables, or arithmetic on the item's id, so
+    a count over a large pool reads no vote per item."""
     assert evaluation.id is not None
-    conditions = [~_voted_by(evaluation.id, actor), _open_count(evaluation.id) < votes_needed_column(evaluation)]
+    mine = select(ReviewVote.item_id).where(col(ReviewVote.eval_id) == evaluation.id, col(ReviewVote.reviewer) == actor, col(ReviewVote.settled_at).is_(None))
+    full = _open_round_items(evaluation.id).having(func.count() >= votes_needed_column(evaluation, col(ReviewVote.item_id)))
+    conditions: list[ColumnElement[bool]] = [col(Item.id).not_in(mine), col(Item.id).not_in(full)]
     if evaluation.review_assignment == ReviewAssignment.CLAIM.value:
-        conditions.append(_claimed(evaluation.id, now, by=actor))
+        held = select(ReviewClaim.item_id).where(col(ReviewClaim.eval_id) == evaluation.id, col(ReviewClaim.reviewer) == actor, col(ReviewClaim.expires_at) > now)
+        conditions.append(col(Item.id).in_(held))
     elif evaluation.review_assignment == ReviewAssignment.ROUND_ROBIN.value:
         conditions.append(_assigned_to(evaluation, person(actor)))
     return conditions
@@ -127,9 +128,10 @@ def mine_conditions(evaluation: Eval, actor: str, now: datetime) -> list[ColumnE
 
 def disputed_conditions(evaluation: Eval) -> list[ColumnElement[bool]]:
     """SQL conditions on `item` for the eval's disagreements (`QueueView.DISPUTED`): open votes
-    that differ."""
+    that differ (one uncorrelated look-up in the vote table)."""
     assert evaluation.id is not None
-    return [_disputed(evaluation.id)]
+    differing = _open_round_items(evaluation.id).having(func.count(func.distinct(col(ReviewVote.decision))) > 1)
+    return [col(Item.id).in_(differing)]
 
 
 def _require_reviewable(session: Session, evaluation: Eval, item_id: int) -> Item:

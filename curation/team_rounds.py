@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import BigInteger, ColumnElement, case, cast, delete, literal, update
+from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 
 from schemas.evals import ApprovalPolicy, Eval, ReviewAssignment
@@ -44,11 +45,13 @@ def votes_needed(evaluation: Eval, item_id: int) -> int:
     return evaluation.reviewers_per_item if (item_id * HASH_MULTIPLIER) % HASH_SPACE < _threshold(evaluation) else 1
 
 
-def votes_needed_column(evaluation: Eval) -> ColumnElement[int]:
-    """`votes_needed` as a SQL expression over `item.id` (64-bit arithmetic on both databases)."""
+def votes_needed_column(evaluation: Eval, item_id: Mapped[int] | None = None) -> ColumnElement[int]:
+    """`votes_needed` as a SQL expression over `item_id` (default `item.id`; 64-bit arithmetic on
+    both databases)."""
+    column = col(Item.id) if item_id is None else item_id
     if evaluation.reviewers_per_item <= 1:
-        return case((col(Item.id).is_not(None), 1), else_=1)
-    wide = cast(col(Item.id), BigInteger)
+        return case((column.is_not(None), 1), else_=1)
+    wide = cast(column, BigInteger)
     sampled = (wide * literal(HASH_MULTIPLIER, BigInteger)) % literal(HASH_SPACE, BigInteger) < literal(_threshold(evaluation), BigInteger)
     return case((sampled, evaluation.reviewers_per_item), else_=1)
 
