@@ -162,9 +162,15 @@ def add_results(run_id: IdPath, data: ResultsPost, principal: ReadPrincipal, ses
 
 
 @run_router.get("/v1/runs/{run_id}/results", response_model=list[ResultRead], responses=problem_doc(401, 403, 404))
-def list_results(run_id: IdPath, _: ReadPrincipal, session: SessionDep) -> list[ResultRead]:
-    """The run's per-item results with each item's incident date, by item id."""
-    return results(session=session, run=require_run(session=session, run_id=run_id))
+def list_results(run_id: IdPath, principal: ReadPrincipal, session: SessionDep) -> list[ResultRead]:
+    """The run's per-item results with each item's incident date, by item id. A sealed run's need
+    the `sealed` scope (403 otherwise): which sealed items a model fails is what nobody may
+    iterate against; its mean and interval are `GET /v1/runs/{id}` for every reader."""
+    run = require_run(session=session, run_id=run_id)
+    if run.split == Split.SEALED.value and Scope.SEALED.value not in principal.scopes:
+        detail = f"run {run_id} is a sealed run: its per-item results need the '{Scope.SEALED.value}' scope; its mean score and interval are GET /v1/runs/{run_id}"
+        raise ProblemError(403, "Forbidden", detail, reason="sealed_results")
+    return results(session=session, run=run)
 
 
 @registry_router.get("/v1/models", response_model=list[ModelRead], responses=problem_doc(401, 403))

@@ -137,6 +137,14 @@ def test_sealed_runs_pass_the_gate_until_the_budget_is_spent(engine: Engine, api
     run_id = first.json()["id"]
     assert api.get(f"/v1/runs/{run_id}/items", headers=auth(token(engine, "read", name="r"))).status_code == 403
     assert len(api.get(f"/v1/runs/{run_id}/items", headers=sealed).json()["items"]) == len(released.sealed)
+    # Its per-item results too (which sealed items a model fails); its mean is for every reader.
+    scores = [{"item_id": item_id, "score": 1.0} for item_id in released.sealed]
+    assert api.post(f"/v1/runs/{run_id}/results", json={"results": scores}, headers=sealed).status_code in (200, 201)
+    reader = auth(token(engine, "read", name="reader-of-results"))
+    withheld = api.get(f"/v1/runs/{run_id}/results", headers=reader)
+    assert withheld.status_code == 403 and withheld.json()["reason"] == "sealed_results" and f"GET /v1/runs/{run_id}" in withheld.json()["detail"]
+    assert len(api.get(f"/v1/runs/{run_id}/results", headers=sealed).json()) == len(released.sealed)
+    assert api.get(f"/v1/runs/{run_id}", headers=reader).json()["scored"] == len(released.sealed)
     with Session(engine) as session:
         assert session.exec(select(Item).where(col(Item.exposed_at).is_not(None))).all() == []
     admin = auth(token(engine, "admin", name="auditor"))
