@@ -34,6 +34,7 @@ class AuditAction(StrEnum):
     SOURCE_MAPPING = "source.mapping"
     SOURCE_DELETE = "source.delete"
     SOURCE_PULL = "source.pull"
+    SOURCE_TEST = "source.test"
     TOKEN_CREATE = "token.create"
     TOKEN_REVOKE = "token.revoke"
     TOKEN_BOOTSTRAP = "token.bootstrap"

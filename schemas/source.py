@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import StrictBool, field_validator
+from pydantic import BaseModel, StrictBool, field_validator
 from sqlalchemy import Column, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -179,3 +179,45 @@ class SourceCreated(SourceRead):
     """Returned once, at creation: the only time the webhook secret is shown."""
 
     webhook_secret: str
+
+
+class ConnectionOutcome(StrEnum):
+    """How a connection test of a connector source ended: `ok`, or what stopped it. `bad_credentials`:
+    the vendor refused them (401, 403); `not_found`: the address (404, 410); `unreachable`: no
+    connection to the host; `timed_out`: no answer in the test's time; `rate_limited`: the vendor
+    asks to wait; `vendor_error`: a 5xx; `refused`: another 4xx; `unexpected_answer`: an answer that
+    is not the vendor's documented shape; `bad_settings`: the stored settings (or cursor) cannot be
+    used, found before anything was sent."""
+
+    OK = "ok"
+    BAD_CREDENTIALS = "bad_credentials"
+    NOT_FOUND = "not_found"
+    UNREACHABLE = "unreachable"
+    TIMED_OUT = "timed_out"
+    RATE_LIMITED = "rate_limited"
+    VENDOR_ERROR = "vendor_error"
+    REFUSED = "refused"
+    UNEXPECTED_ANSWER = "unexpected_answer"
+    BAD_SETTINGS = "bad_settings"
+
+
+class ConnectionTestResult(BaseModel):
+    """The answer of `POST /v1/sources/{name}/test`: one page read from the vendor with the stored
+    settings and credentials, nothing stored. `http_status` is the vendor's last answer (None: it
+    never answered); `records` the records on that page (None: no page was read); `from_cursor`
+    whether the page is the one the next pull starts with (the stored cursor) rather than the
+    first from the beginning. `detail` says what happened, `action` what to change (None when ok);
+    `retry_after_seconds` is the wait the vendor asked for, which a test never waits."""
+
+    source: str
+    kind: str
+    ok: bool
+    outcome: ConnectionOutcome
+    http_status: int | None
+    records: int | None
+    from_cursor: bool
+    requests: int
+    elapsed_seconds: float
+    retry_after_seconds: float | None
+    detail: str
+    action: str | None

@@ -42,7 +42,14 @@ def unreadable_cursor(text: str) -> MalformedPage:
 
 
 class TransientError(ConnectorError):
-    """Retries were exhausted on timeouts, resets, 5xx or 429; the next pull starts where this one stopped."""
+    """Retries were exhausted on timeouts, resets, 5xx or 429; the next pull starts where this one stopped.
+
+    `wait_seconds`: how long the vendor asked to wait before the next request, where its last
+    answer said (None: it named no wait, or never answered)."""
+
+    def __init__(self, message: str, *, wait_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.wait_seconds = wait_seconds
 
 
 class ConfigError(ValueError):

@@ -44,7 +44,8 @@ def send(
     for a longer wait than `max_wait_seconds` is not waited for: `TransientError` at once, naming
     both (the next pull resumes from the last stored page). 401 and 403 (unless `rate_limit_delay`
     recognises a rate limit) raise `AuthError`; other 4xx raise `ConnectorError`; exhausted
-    retries raise `TransientError`.
+    retries raise `TransientError`. A `TransientError` carries the wait the vendor's last answer
+    asked for (`wait_seconds`), so a caller that does not wait (a connection test) can say it.
     """
     policy = context.retry
     wait = wait_hint_or_backoff(max_wait=policy.max_wait_seconds, multiplier=policy.initial_wait_seconds, max_backoff=policy.max_backoff_seconds, jitter=policy.jitter_seconds)
@@ -52,10 +53,13 @@ def send(
     def _waited_for(error: Retryable) -> Exception:
         """`error`, or when the wait it asks for is longer than the policy allows, a `TransientError` saying so."""
         if error.wait_hint is not None and error.wait_hint > policy.max_wait_seconds:
-            return TransientError(
+            refusal = TransientError(
                 f"{error}: it asks to wait {error.wait_hint:.0f} s before the next request, more than the {policy.max_wait_seconds:.0f} s a pull waits; "
-                "the next pull resumes from the last stored page"
+                "the next pull resumes from the last stored page",
+                wait_seconds=error.wait_hint,
             )
+            refusal.__cause__ = error  # the vendor's answer, in its own words
+            return refusal
         return error
 
     def attempt() -> httpx.Response:
@@ -97,7 +101,7 @@ def send(
     try:
         return retrying(attempt)
     except Retryable as exc:
-        raise TransientError(f"{exc}; gave up after {policy.max_attempts} attempts, the next pull resumes from the last stored page") from exc
+        raise TransientError(f"{exc}; gave up after {policy.max_attempts} attempts, the next pull resumes from the last stored page", wait_seconds=exc.wait_hint) from exc
 
 
 def json_body(response: httpx.Response, *, vendor: str) -> Any:

@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from http import HTTPStatus
@@ -28,11 +27,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.dedup.state import pending_count
+from curation.review_backlog import waiting_for_review
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.dedup import DedupDecision
 from schemas.evals import Eval
-from schemas.item import Item, ItemStatus
+from schemas.item import Item
 from schemas.probes import Probe, ProbeStatus
 from schemas.problem import IngestSummary
 from schemas.release import Release, SealedRead
@@ -143,12 +143,8 @@ def _state_families(session: Session) -> Iterator[GaugeMetricFamily]:
     source_names = {source.id: source.name for source in sources}
 
     items = GaugeMetricFamily("goldenset_items", "Items stored, by source and status (candidate, unique, duplicate, approved, ...).", labels=["source", "status"])
-    unique_by_source: dict[str, int] = defaultdict(int)
     for source_id, status, count in session.exec(select(Item.source_id, Item.status, func.count()).group_by(col(Item.source_id), col(Item.status))).all():
-        name = source_names.get(source_id, str(source_id))
-        items.add_metric([name, status], count)
-        if status == ItemStatus.UNIQUE.value:
-            unique_by_source[name] += count
+        items.add_metric([source_names.get(source_id, str(source_id)), status], count)
     yield items
 
     pending = GaugeMetricFamily("goldenset_candidates_pending", "Items the next curation run would decide (candidates, and reference items not yet indexed).")
@@ -171,9 +167,13 @@ def _state_families(session: Session) -> Iterator[GaugeMetricFamily]:
     evals = session.exec(select(Eval)).all()
     yield from _release_families(session, now, evals)
 
-    backlog = GaugeMetricFamily("goldenset_review_backlog_items", "Items waiting for review (status unique) in the sources each eval takes.", labels=["eval"])
-    for evaluation in evals:
-        backlog.add_metric([evaluation.name], sum(unique_by_source.get(source, 0) for source in set(evaluation.sources)))
+    backlog = GaugeMetricFamily(
+        "goldenset_review_backlog_items",
+        "Items waiting for review on each eval: unique in its sources, less those an eval with automatic approval already took (its review queue's total).",
+        labels=["eval"],
+    )
+    for name, waiting in waiting_for_review(session, evals).items():
+        backlog.add_metric([name], waiting)
     yield backlog
 
     probes = GaugeMetricFamily("goldenset_probes", "Completion probes, by status.", labels=["status"])

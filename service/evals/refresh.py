@@ -35,6 +35,7 @@ from sqlmodel import Session, select
 from curation.releases.periods import period_at
 from curation.releases.withdrawal import withdraw_release
 from curation.releases.writer import PeriodOutOfOrder, release_of_period, write_release
+from curation.review_backlog import waiting_for_review
 from schemas.common import utcnow
 from schemas.evals import ApprovalPolicy, Eval
 from schemas.release import Release
@@ -43,7 +44,6 @@ from service.core.locks import LockBusy, exclusive
 from service.core.problems import ProblemError
 from service.core.tracing import annotate, traced
 from service.evals.definitions import delete_eval, get_eval, require_eval, seal_keys
-from service.evals.review_queue import waiting_for_review
 
 logger = logging.getLogger("goldenset.refresh")
 LOCK_WAIT_SECONDS = 600.0

@@ -1,9 +1,10 @@
 """The review queue: the items of an eval's sources waiting for review (`unique`), oldest incident
-first (on an eval with automatic approval, not those it already took: `taken_without_review`),
-each with what a reviewer decides by: its content, its decision in force from dedup and why
-(`service.items.reads.explain_decision`), whether it is bound for a sealed slice, and whether its
-source changed it after a curator's edit. `waiting_for_review` counts the same items for the
-pages that list evals.
+first (on an eval with automatic approval, not those it already took:
+`curation.review_backlog.taken_without_review`), each with what a reviewer decides by: its
+content, its decision in force from dedup and why (`service.items.reads.explain_decision`),
+whether it is bound for a sealed slice, and whether its source changed it after a curator's edit.
+`curation.review_backlog.waiting_for_review` counts the same items for the pages that list evals
+and for the `goldenset_review_backlog_items` gauge.
 
 Sealed-bound items (`curation.releases.visibility`) stay in the queue, and in its total, but are
 shown by metadata only (source, dates, status, dedup decision without the item matched) unless
@@ -29,8 +30,9 @@ from sqlalchemy import ColumnElement, exists, func, or_
 from sqlmodel import Session, col, select
 
 from curation.releases.visibility import sealing_evals
+from curation.review_backlog import taken_without_review
 from schemas.dedup import DedupDecision
-from schemas.evals import ApprovalPolicy, Eval, EvalItem
+from schemas.evals import Eval, EvalItem
 from schemas.item import Item, ItemStatus
 from schemas.review import QueueDecision, ReviewQueueEntry, ReviewQueuePage
 from schemas.source import Source
@@ -52,15 +54,6 @@ class QueueFilters:
     text: str | None = None
 
 
-def taken_without_review(evaluation: Eval) -> int | None:
-    """The id of `evaluation` when its approval is automatic, else None. Such an eval takes a
-    `unique` item at its next refresh without a review, and an item it retired never comes back:
-    its members, in force or retired, wait for nobody's review on it. (An eval with manual review
-    keeps them: a member that is `unique` again had its content changed and is withheld until a
-    person approves it again.)"""
-    return evaluation.id if evaluation.approval_policy == ApprovalPolicy.AUTO.value else None
-
-
 def _not_member_of(eval_id: int) -> ColumnElement[bool]:
     return ~exists().where(col(EvalItem.eval_id) == eval_id, col(EvalItem.item_id) == col(Item.id))
 
@@ -74,25 +67,6 @@ def queue_scope(session: Session, evaluation: Eval) -> list[ColumnElement[bool]]
     if taker is not None:
         conditions.append(_not_member_of(taker))
     return conditions
-
-
-def waiting_for_review(session: Session, evaluations: Sequence[Eval]) -> dict[str, int]:
-    """How many items wait for review on each of `evaluations`, by name: the `total` its review
-    queue shows without filters. One grouped count, and one more for each eval with automatic
-    approval."""
-    wanted = sorted({source for evaluation in evaluations for source in evaluation.sources})
-    unique = (col(Item.status) == ItemStatus.UNIQUE.value, col(Source.name).in_(wanted))
-    by_source = dict(session.exec(select(Source.name, func.count()).join(Item, col(Item.source_id) == col(Source.id)).where(*unique).group_by(col(Source.name))).all())
-    waiting = {}
-    for evaluation in evaluations:
-        count = sum(by_source.get(source, 0) for source in set(evaluation.sources))
-        taker = taken_without_review(evaluation)
-        if taker is not None and count:
-            mine = (col(Item.status) == ItemStatus.UNIQUE.value, col(Source.name).in_(sorted(set(evaluation.sources))))
-            taken = select(func.count()).select_from(Item).join(Source, col(Source.id) == col(Item.source_id)).join(EvalItem, col(EvalItem.item_id) == col(Item.id))
-            count -= int(session.exec(taken.where(*mine, col(EvalItem.eval_id) == taker)).one())
-        waiting[evaluation.name] = count
-    return waiting
 
 
 def review_queue(

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.releases.visibility import sealing_evals
+from curation.review_backlog import taken_without_review
 from schemas.audit import AuditAction, AuditEvent
 from schemas.common import utcnow
 from schemas.evals import Eval
@@ -37,7 +38,7 @@ from service.core.auth import Principal
 from service.core.db import write_transaction
 from service.evals.definitions import require_eval, seal_keys
 from service.evals.refusal_audit import AuditedRefusal, refusals_audited
-from service.evals.review_queue import QueueFilters, source_queue, taken_without_review
+from service.evals.review_queue import QueueFilters, source_queue
 
 OPENED = AuditAction.EVAL_SEALED_REVIEW_OPENED
 REFUSED = AuditAction.EVAL_SEALED_REVIEW_REFUSED

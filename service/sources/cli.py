@@ -1,5 +1,5 @@
-"""The source commands: `source create|list|configure` (`configure` in `service.sources.configure_cli`),
-`ingest FILE`, `reference add` and `pull`."""
+"""The source commands: `source create|list|configure|test` (`configure` in `service.sources.configure_cli`,
+`test` in `service.sources.connection_cli`), `ingest FILE`, `reference add` and `pull`."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from service.core.terminal import (
 )
 from service.dedup.cli import curate_after_ingest
 from service.sources.configure_cli import source_configure
+from service.sources.connection_cli import source_test
 from service.sources.definitions import SourceKindClash, create_source, file_source, list_sources, source_mapping
 from service.sources.ingestion import ingest_records
 
@@ -227,6 +228,7 @@ def source_list(as_json: JsonOption = False) -> None:
 
 
 source_app.command("configure")(source_configure)
+source_app.command("test")(source_test)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from starlette.background import BackgroundTask
 
+from curation.review_backlog import waiting_for_review
 from schemas.audit import AuditAction
 from schemas.common import MAX_COUNT
 from schemas.evals import ApprovalPolicy, Eval, EvalUpdate, Split
@@ -32,7 +33,6 @@ from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, seal_keys, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
-from service.evals.review_queue import waiting_for_review
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.refusals import shows_refusal
 from service.ui.release_diff import LISTED, dev_items, diff_releases

@@ -9,6 +9,7 @@ from datetime import datetime
 from apscheduler.triggers.cron import CronTrigger
 from sqlmodel import Session, col, select
 
+from curation.review_backlog import waiting_for_review
 from schemas.common import utcnow
 from schemas.evals import Eval
 from schemas.model_registry import Endpoint
@@ -17,7 +18,6 @@ from schemas.source import Source, SourceStatus
 from service.core.settings import Settings
 from service.evals.definitions import list_evals
 from service.evals.releases import sealed_reads_used
-from service.evals.review_queue import waiting_for_review
 from service.runs.model_registry import endpoint_read
 
 LATEST_RELEASES = 8

@@ -1,8 +1,9 @@
 """Rendering pages: the templates, what every page is given, scope checks and HTML refusals.
 
 Every page gets `me` (the signed-in principal), `csrf` (the session's CSRF value, which every form
-sends back as the `csrf` field), `can(scope)`, `when(datetime)` and `notice` (what the action
-before the page did, carried over its redirect in a one-shot cookie). A notice, like any message
+sends back as the `csrf` field), `can(scope)`, `when(datetime)`, `notice` (what the action
+before the page did, carried over its redirect in a one-shot cookie) and `notice_tone` (`ok` or
+`error` when the action said how it went, so a page can style them apart; else ""). A notice, like any message
 shown through the `code_spans` filter, is escaped and its `backtick-quoted` parts (a command, a
 setting) shown as code. Pages are never cached (`no-store`): they show what this person may see now.
 
@@ -35,6 +36,8 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 STATIC = Path(__file__).parent / "static"
 NO_STORE = {"Cache-Control": "no-store"}
 NOTICE_COOKIE = "goldenset_notice"
+NOTICE_TONE_COOKIE = "goldenset_notice_tone"
+NOTICE_TONES = ("ok", "error")
 NOTICE_LENGTH = 600
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -123,11 +126,14 @@ def ui_router() -> APIRouter:
     return APIRouter(include_in_schema=False, dependencies=[Depends(check_csrf)])
 
 
-def done(url: str, notice: str = "") -> RedirectResponse:
-    """A 303 to `url` after an action; `notice` (what was done) is shown once on that page."""
+def done(url: str, notice: str = "", *, tone: str = "") -> RedirectResponse:
+    """A 303 to `url` after an action; `notice` (what was done) is shown once on that page, with
+    its `tone` (`ok` or `error`: how it went, for a page that styles them apart)."""
     response = RedirectResponse(url, status_code=303)
     if notice:
         response.set_cookie(NOTICE_COOKIE, quote(notice[:NOTICE_LENGTH]), max_age=60, path=COOKIE_PATH, httponly=True, samesite="strict")
+        if tone in NOTICE_TONES:
+            response.set_cookie(NOTICE_TONE_COOKIE, tone, max_age=60, path=COOKIE_PATH, httponly=True, samesite="strict")
     return response
 
 
@@ -142,16 +148,23 @@ def page(request: Request, template: str, context: Mapping[str, Any] | None = No
         "path": request.url.path,
         "when": unbroken_when,
         "notice": code_spans(_notice(request)),
+        "notice_tone": _notice_tone(request),
     }
     response = TEMPLATES.TemplateResponse(request, template, {**common, **(context or {})}, status_code=status)
     response.headers.update(NO_STORE)
-    if NOTICE_COOKIE in request.cookies:
-        response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
+    for cookie in (NOTICE_COOKIE, NOTICE_TONE_COOKIE):
+        if cookie in request.cookies:
+            response.delete_cookie(cookie, path=COOKIE_PATH)
     return response
 
 
 def _notice(request: Request) -> str:
     return unquote(request.cookies.get(NOTICE_COOKIE, ""))[:NOTICE_LENGTH]
+
+
+def _notice_tone(request: Request) -> str:
+    tone = request.cookies.get(NOTICE_TONE_COOKIE, "")
+    return tone if tone in NOTICE_TONES and NOTICE_COOKIE in request.cookies else ""
 
 
 def refusal_page(request: Request, refused: UiRefused) -> HTMLResponse:

@@ -8,7 +8,9 @@ blank keeps the stored one). Creating and changing go through `create_source` an
 `update_source`, as `POST` and `PATCH /v1/sources` do, so a page refuses what the API refuses,
 naming the setting, and the form comes back as typed. A new source's webhook secret is shown once,
 on the answer to its form. "Pull now" starts the pull in the background, as the API's 202 does;
-the list shows its state.
+the list shows its state. "Test connection" (admin, on a connector source's settings page) reads
+one page from the vendor as `POST /v1/sources/{name}/test` does, storing nothing but its audit
+event, and shows the result on that page: a success and a failure (with what to change) look apart.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from sqlmodel import Session
 from ingest.connectors.base import ConfigError, ConnectorConfig
 from ingest.connectors.registry import UnknownConnector, connector_class, connector_kinds
 from ingest.mapping import MappingError
-from schemas.source import SourceCreate, SourceUpdate
+from schemas.source import ConnectionTestResult, SourceCreate, SourceUpdate
 from schemas.token import Scope
 from service.core.deps import WriteSessionDep, hand_back_connection
 from service.core.problems import ProblemError
+from service.sources.connection_test import run_connection_test
 from service.sources.definitions import PLAIN_KINDS, connector_config, create_source, list_sources, read_source, require_source, update_source
 from service.sources.requested_pulls import start_pull
 from service.ui.connector_forms import config_document, config_fields, form_values
@@ -134,7 +137,13 @@ def _settings_page(request: Request, session: Session, name: str, typed: dict[st
         "pull_interval_seconds": "" if source.pull_interval_seconds is None else str(source.pull_interval_seconds),
         "enabled": source.enabled,
     }
-    context = {"source": read_source(session=session, source=source), "fields": config_fields(model) if model else [], "typed": shown, "errors": errors}
+    context = {
+        "source": read_source(session=session, source=source),
+        "connector": model is not None,
+        "fields": config_fields(model) if model else [],
+        "typed": shown,
+        "errors": errors,
+    }
     return page(request, "source_settings.html", context, status=status)
 
 
@@ -185,3 +194,20 @@ def pull_now(request: Request, name: str, session: WriteSessionDep) -> RedirectR
     hand_back_connection(session)  # the pull reads and writes on connections of its own
     start_pull(request, name, who.actor)
     return done("/ui/sources", f"Pull of {name} started; this page shows its state (reload to follow it).")
+
+
+@router.post("/ui/sources/{name}/test")
+def connection_test(request: Request, name: str) -> RedirectResponse:
+    """Test the connector source's connection (admin scope, as the API's `POST /v1/sources/{name}/test`)
+    and show the result on its settings page. The test opens its own connections: the request holds none."""
+    who = need(request, Scope.ADMIN, "Testing a source's connection")
+    result = run_connection_test(engine=request.app.state.engine, name=name, secret_key=secret_key(request), actor=who.actor)
+    return done(f"/ui/sources/{name}", connection_notice(result), tone="ok" if result.ok else "error")
+
+
+def connection_notice(result: ConnectionTestResult) -> str:
+    """A connection test's result as the settings page shows it: what happened and, on a failure, what to do first."""
+    if result.ok:
+        return f"Connection OK: {result.detail}."
+    status = f", HTTP {result.http_status}" if result.http_status is not None else ""
+    return f"Connection test failed ({result.outcome.value}{status}): {result.action or ''} Answer: {result.detail}"

@@ -17,6 +17,7 @@ from goldenset_client import routes
 from goldenset_client._operations import operation
 from goldenset_client.models import (
     AuditPage,
+    ConnectionTestResult,
     CorpusResultsAccepted,
     CorpusResultsPost,
     DedupCheck,
@@ -128,6 +129,13 @@ class Operations:
         """Pull a connector source now and return its summary (ingest scope). A failed pull raises
         `ServerError` (502) whose problem holds the source's state."""
         return routes.PULL.call({"name": name}, params={"wait": True})
+
+    @operation
+    def test_source(name: str) -> Call[ConnectionTestResult]:
+        """Test a connector source's connection (admin scope): one page read from its vendor with
+        the stored settings, nothing stored. The answer says `ok`, or the outcome and what to
+        change; `Conflict` for a source without a connector."""
+        return routes.TEST_SOURCE.call({"name": name})
 
     @operation
     def push_items(source: str, records: Iterable[Mapping[str, Any]]) -> Call[IngestSummary]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 from goldenset_client.models import (
     ApproveBody,
     AuditPage,
+    ConnectionTestResult,
     CorpusResultsAccepted,
     CorpusResultsPost,
     DedupCheck,
@@ -164,6 +165,8 @@ UPDATE_SOURCE = Route("PATCH", "/v1/sources/{name}", SourceRead, body=SourceUpda
 DELETE_SOURCE = Route("DELETE", "/v1/sources/{name}", NONE)
 START_PULL = Route("POST", "/v1/sources/{name}/pull", PullStarted, idempotent=False)
 PULL = Route("POST", "/v1/sources/{name}/pull", IngestSummary, idempotent=False)
+# A connection test stores nothing (an audit event aside): sending it again is harmless.
+TEST_SOURCE = Route("POST", "/v1/sources/{name}/test", ConnectionTestResult, idempotent=True)
 # A push is idempotent by the records' external ids and versions: sending it again stores nothing twice.
 PUSH_ITEMS = Route("POST", "/v1/sources/{name}/items", IngestSummary, body=Records, idempotent=True)
 

@@ -124,6 +124,8 @@ from goldenset_client.models.runs import (
     TrainsOnInputs,
 )
 from goldenset_client.models.sources import (
+    ConnectionOutcome,
+    ConnectionTestResult,
     SourceCreate,
     SourceCreated,
     SourceRead,
@@ -138,6 +140,8 @@ __all__ = [
     "Augmentation",
     "ClusterRead",
     "ClusterSize",
+    "ConnectionOutcome",
+    "ConnectionTestResult",
     "CorpusResultError",
     "CorpusResultIn",
     "CorpusResultsAccepted",

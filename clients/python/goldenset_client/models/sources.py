@@ -1,7 +1,7 @@
 """Sources: where items come from (`/v1/sources`)."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from goldenset_client.models._base import _Request, _Response
 
@@ -73,3 +73,30 @@ class SourceUpdate(_Request):
     pull_interval_seconds: int | None = None
     enabled: bool | None = None
     reset_cursor: bool = False
+
+
+ConnectionOutcome = Literal[
+    "ok", "bad_credentials", "not_found", "unreachable", "timed_out", "rate_limited", "vendor_error", "refused", "unexpected_answer", "bad_settings"
+]
+"""How a connection test ended: `ok`, or what stopped it (the credentials, the address, the host,
+time, a rate limit, the vendor, its answer, or the stored settings)."""
+
+
+class ConnectionTestResult(_Response):
+    """`POST /v1/sources/{name}/test`: one page read from the vendor with the stored settings and
+    credentials, nothing stored. `http_status` is the vendor's last answer (None: none came);
+    `records` the records on that page (None: no page was read); `detail` what happened and
+    `action` what to change (None when ok); `retry_after_seconds` the wait the vendor asked for."""
+
+    source: str
+    kind: str
+    ok: bool
+    outcome: ConnectionOutcome
+    http_status: int | None
+    records: int | None
+    from_cursor: bool
+    requests: int
+    elapsed_seconds: float
+    retry_after_seconds: float | None
+    detail: str
+    action: str | None
