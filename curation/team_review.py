@@ -244,6 +244,68 @@ def adjudicate(
 
 
 @dataclass(frozen=True)
+class TeamDecision:
+    """One decision of a batch taken by team review: a vote, or an adjudication."""
+
+    item_id: int
+    decision: Decision
+    reason: str = ""
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch of votes or adjudications did: each round's outcome, and each refused one
+    with why (its item id and the refusal's detail); the others are kept."""
+
+    rounds: list[RoundOutcome]
+    refused: list[tuple[int, str]]
+
+
+def decide_batch(
+    *,
+    session: Session,
+    evaluation: Eval,
+    actor: str,
+    decisions: Sequence[TeamDecision],
+    adjudicating: bool,
+    allowed: bool,
+    now: datetime,
+    unread: Collection[int] = (),
+) -> BatchOutcome:
+    """Each decision as a vote (`cast_vote`) or, when `adjudicating`, an adjudication
+    (`adjudicate`, `allowed` as there), on its own savepoint: a refused one leaves nothing behind
+    and the others are kept. The caller commits."""
+    outcome = BatchOutcome(rounds=[], refused=[])
+    for entry in decisions:
+        try:
+            with session.begin_nested():
+                done = _settle(session, evaluation, actor, entry, adjudicating=adjudicating, allowed=allowed, now=now, unread=unread)
+        except Refused as exc:
+            outcome.refused.append((entry.item_id, exc.detail))
+            continue
+        outcome.rounds.append(done)
+    return outcome
+
+
+def _settle(
+    session: Session, evaluation: Eval, actor: str, entry: TeamDecision, *, adjudicating: bool, allowed: bool, now: datetime, unread: Collection[int]
+) -> RoundOutcome:
+    if adjudicating:
+        return adjudicate(
+            session=session,
+            evaluation=evaluation,
+            item_id=entry.item_id,
+            actor=actor,
+            allowed=allowed,
+            decision=entry.decision,
+            reason=entry.reason,
+            now=now,
+            unread=unread,
+        )
+    return cast_vote(session=session, evaluation=evaluation, item_id=entry.item_id, actor=actor, decision=entry.decision, reason=entry.reason, now=now, unread=unread)
+
+
+@dataclass(frozen=True)
 class ClaimScope:
     """What a claim hands out: the items of the eval's queue (`conditions` on `item`: its sources,
     less those it took without review), oldest incident first."""

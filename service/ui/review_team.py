@@ -7,6 +7,7 @@ view they are the adjudicator's decision.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Annotated
@@ -15,7 +16,7 @@ from fastapi import Form, Request
 from fastapi.responses import RedirectResponse
 from sqlmodel import Session, select
 
-from curation.team_review import ClaimScope, TeamReviewRefused, adjudicate, cast_vote, claim_batch, may_adjudicate, person, release_claims
+from curation.team_review import ClaimScope, TeamDecision, adjudicate, cast_vote, claim_batch, decide_batch, may_adjudicate, person, release_claims
 from curation.team_rounds import open_votes
 from schemas.audit import AuditEvent
 from schemas.common import utcnow
@@ -108,20 +109,15 @@ def said(outcome: RoundOutcome, decision: Decision) -> str:
 
 
 def team_batch(session: Session, evaluation: Eval, who: Principal, decisions: Sequence[ReviewDecision], *, adjudicating: bool, unread: Collection[int]) -> str:
-    """Each decision as a vote (or an adjudication) on its own, a savepoint each; what happened, in one line."""
-    states: dict[str, int] = {}
-    refused: list[str] = []
-    for entry in decisions:
-        try:
-            with session.begin_nested():
-                outcome = team_decision(session, evaluation, who, entry.item_id, entry.decision, entry.reason, adjudicating=adjudicating, unread=unread)
-        except TeamReviewRefused as exc:
-            refused.append(exc.detail)
-            continue
-        states[outcome.state.value] = states.get(outcome.state.value, 0) + 1
+    """Each decision as a vote (or an adjudication) on its own (`curation.team_review.decide_batch`);
+    what happened, in one line."""
+    allowed = may_adjudicate(evaluation, who.actor, is_admin=Scope.ADMIN.value in who.scopes)
+    entries = [TeamDecision(item_id=entry.item_id, decision=entry.decision, reason=entry.reason) for entry in decisions]
+    outcome = decide_batch(session=session, evaluation=evaluation, actor=who.actor, decisions=entries, adjudicating=adjudicating, allowed=allowed, now=utcnow(), unread=unread)
+    states = Counter(done.state.value for done in outcome.rounds)
     parts = [f"{count} {state}" for state, count in sorted(states.items())]
-    if refused:
-        parts.append(f"refused {len(refused)} ({'; '.join(refused[:3])})")
+    if outcome.refused:
+        parts.append(f"refused {len(outcome.refused)} ({'; '.join(detail for _, detail in outcome.refused[:3])})")
     return ("Adjudicated: " if adjudicating else "Votes cast: ") + (", ".join(parts) or "none") + "."
 
 

@@ -14,7 +14,7 @@ from schemas.lifecycle import ItemAction
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("schemas", "ingest", "curation", "embedding", "service")
 HOMES = {ROOT / "schemas" / "audit.py", ROOT / "schemas" / "lifecycle.py"}
-ACTION = re.compile(r"^(item|items|release|run|eval|source|token|ui|probe|corpus|dedup|model|endpoint)\.[a-z_]+$")
+ACTION = re.compile(r"^(item|items|release|run|eval|source|token|ui|probe|corpus|dedup|model|endpoint|review)\.[a-z_]+$")
 KNOWN = {action.value for action in AuditAction} | {action.value for action in ItemAction}
 
 
