@@ -5,6 +5,7 @@ from goldenset_client.models.evidence import *  # noqa: F403
 from goldenset_client.models.items import *  # noqa: F403
 from goldenset_client.models.runs import *  # noqa: F403
 from goldenset_client.models.sources import *  # noqa: F403
+from goldenset_client.models.team import *  # noqa: F403
 """
 
 from goldenset_client.models.common import (
@@ -31,6 +32,7 @@ from goldenset_client.models.evals import (
     ReleaseSummary,
     ReleaseWithdrawal,
     RetiredEntry,
+    ReviewAssignment,
     ReviewQueueEntry,
     ReviewQueuePage,
     SealedReviewWindow,
@@ -129,6 +131,17 @@ from goldenset_client.models.sources import (
     SourceRead,
     SourceUpdate,
 )
+from goldenset_client.models.team import (
+    ClaimBody,
+    ClaimOutcome,
+    QueueView,
+    ReviewerProgress,
+    RoundOutcome,
+    RoundState,
+    TeamReview,
+    VoteBody,
+    VoteRead,
+)
 
 __all__ = [
     "ApprovalPolicy",
@@ -136,6 +149,8 @@ __all__ = [
     "AuditEventRead",
     "AuditPage",
     "Augmentation",
+    "ClaimBody",
+    "ClaimOutcome",
     "ClusterRead",
     "ClusterSize",
     "CorpusResultError",
@@ -200,6 +215,7 @@ __all__ = [
     "QuestionRuling",
     "QuestionState",
     "QueueDecision",
+    "QueueView",
     "RecordError",
     "RefreshResult",
     "RejectBody",
@@ -215,13 +231,17 @@ __all__ = [
     "ResultsAccepted",
     "ResultsPost",
     "RetiredEntry",
+    "ReviewAssignment",
     "ReviewBatch",
     "ReviewDecision",
     "ReviewOutcome",
     "ReviewQueueEntry",
     "ReviewQueuePage",
     "ReviewUndone",
+    "ReviewerProgress",
     "RevisionRead",
+    "RoundOutcome",
+    "RoundState",
     "RunCreate",
     "RunItemPage",
     "RunItemRead",
@@ -238,7 +258,10 @@ __all__ = [
     "SourceUpdate",
     "Split",
     "SplitHalf",
+    "TeamReview",
     "TemporalSplitReport",
     "TrainsOnInputs",
+    "VoteBody",
+    "VoteRead",
     "WithdrawBody",
 ]
