@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from curation.dedup.stats import LOW_MARGIN
 from curation.refusals import Refused
 from curation.review import review_batch, undo_review
+from curation.team_rounds import is_team_review
 from schemas.common import MAX_ROW_ID, utcnow
 from schemas.evals import Eval
 from schemas.review import Decision, ReviewDecision, ReviewUndone
+from schemas.team_review import MAX_CLAIM
 from service.core.attempts import attempt
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
@@ -73,6 +75,18 @@ def _eval(engine: Engine, name: str) -> Eval:
             raise fail(escape(exc.detail or f"no eval {name!r}")) from exc
 
 
+def _refuse_team_review(engine: Engine, name: str) -> None:
+    """End the command (exit 2) when the eval `name` is reviewed by a team: its votes are each
+    person's, cast with their own token over the API; the command line (`cli`) is nobody's."""
+    with Session(engine) as session:
+        evaluation = session.exec(select(Eval).where(Eval.name == name)).first()
+    if evaluation is not None and is_team_review(evaluation):
+        raise fail(
+            f"eval {escape(name)} is reviewed by a team: each person votes with their own token over the API, so run this with "
+            "--url (or GOLDENSET_URL) and GOLDENSET_TOKEN set to your token"
+        )
+
+
 def review(
     eval_name: Annotated[str | None, typer.Option("--eval", help="Review the queue of this eval's sources.")] = None,
     source: Annotated[list[str] | None, typer.Option("--source", help="Review the queue of this source too (repeat).")] = None,
@@ -93,6 +107,13 @@ def review(
             help="Open (or use) the command line's sealed review window on --eval: sealed-bound items are shown in full, each read audited; "
             "opening it takes one unit of the eval's sealed-read budget (GOLDENSET_SEALED_RUN_READ_HOURS long).",
         ),
+    ] = False,
+    claim: Annotated[
+        int | None,
+        typer.Option("--claim", min=1, max=MAX_CLAIM, help="Team review over the API, on an eval shared by claims: first claim a batch of this many items to vote on."),
+    ] = None,
+    disputed: Annotated[
+        bool, typer.Option("--disputed", help="Team review over the API: walk the eval's disagreements as its adjudicator (a/r and --approve/--reject decide).")
     ] = False,
 ) -> None:
     r"""Approve or reject the items dedup kept as unique, or undo a decision.
@@ -117,20 +138,34 @@ def review(
 
     Over the API (--url) it works the same on an eval's queue (--eval), as the token's owner.
 
-    Exit status: 0 when all were taken, 3 when some were refused, 2 on bad usage,
-    7 when the eval's sealed-read budget is spent."""
+    An eval reviewed by a team is reviewed over the API only, each person with
+    their own token (--url and GOLDENSET_TOKEN). The pass walks what waits for
+    your vote: \[a]pprove and \[r]eject cast your vote and say where the item's
+    round stands (waiting for more votes, decided, or disputed: it goes to the
+    adjudicator); \[u]ndo takes back your newest vote (or the decision it settled).
+    --claim N first claims a batch on an eval shared by claims; --disputed walks
+    the disagreements as the eval's adjudicator. With --eval, --approve and
+    --reject cast votes (decide, with --disputed) and --undo takes votes back.
+
+    Exit status: 0 when all were taken, 3 when some were refused, 2 on bad usage
+    (and for an eval reviewed by a team on the database), 7 when the eval's
+    sealed-read budget is spent."""
     with remote_client() as client:
         if client is not None:
             from service.items.remote_review import remote_review
 
             remote_review(
                 client, eval_name=eval_name, approve=approve or [], reject=reject or [], undo=undo or [], reason=reason,
-                limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view,
+                limit=limit, neighbours=neighbours, margin=margin, sealed_view=sealed_view, claim=claim, disputed=disputed,
             )  # fmt: skip
             return
     from service.items.local_review import interactive_review, open_window  # loads the dedup index's modules
 
     engine = open_engine()
+    if eval_name is not None:
+        _refuse_team_review(engine, eval_name)
+    if claim is not None or disputed:
+        raise fail("--claim and --disputed are for an eval reviewed by a team, over the API: give --eval NAME with --url and GOLDENSET_TOKEN")
     if undo or approve or reject:
         done = undo_ids(engine, undo or [])
         decisions = [ReviewDecision(item_id=item_id, decision=Decision.APPROVE, reason=reason) for item_id in approve or []]

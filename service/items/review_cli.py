@@ -169,7 +169,8 @@ def ask(question: str, keys: dict[str, str]) -> str:
         err.print(f"unknown key {escape(repr(answer))}: press {pressable}", highlight=False)
 
 
-def _reason() -> str:
+def ask_reason() -> str:
+    """A reason for rejecting, asked until it is not blank."""
     reason = ""
     while not reason.strip():
         reason = typer.prompt("reason for rejecting")
@@ -214,14 +215,18 @@ class QueuePass:
                 show = back_to is not None
                 index = index if back_to is None else back_to
             elif entry.id in self.decided:
-                err.print(f"item {entry.id} was {self._status(entry)} in this pass; \\[u]ndo takes back this pass's newest decision", highlight=False)
+                err.print(self._taken_already(entry), highlight=False)
                 show = False
             else:
                 decision = Decision.APPROVE if action == "approve" else Decision.REJECT
-                self._decide(entry, decision, _reason() if decision is Decision.REJECT else "")
+                self._decide(entry, decision, ask_reason() if decision is Decision.REJECT else "")
                 index += 1
         self._summary()
         return True
+
+    def _taken_already(self, entry: ReviewQueueEntry) -> str:
+        """Why a second decision on the entry is not taken (Rich markup)."""
+        return f"item {entry.id} was {self._status(entry)} in this pass; \\[u]ndo takes back this pass's newest decision"
 
     def _status(self, entry: ReviewQueueEntry) -> str:
         decision = self.decided.get(entry.id)
@@ -282,10 +287,10 @@ def review_pass(desk: ReviewDesk, page: ReviewQueuePage, doubtful: list[LowMargi
         if not QueuePass(desk=desk, page=page).run():
             return
     if doubtful:
-        _review_doubtful(desk, doubtful, margin=margin)
+        review_doubtful(desk, doubtful, margin=margin)
 
 
-def _review_doubtful(desk: ReviewDesk, doubtful: list[LowMarginDuplicate], *, margin: float) -> None:
+def review_doubtful(desk: ReviewDesk, doubtful: list[LowMarginDuplicate], *, margin: float) -> None:
     """Show each low-margin duplicate beside the item it matched: keep it, or rule it not a duplicate."""
     counts = {"kept": 0, "ruled not a duplicate": 0, "skipped": 0}
     out.print(f"{len(doubtful)} duplicate(s) decided with a margin under {margin}: check each against the item it matched")

@@ -56,7 +56,7 @@ def rolling_world(
     release_items: list[IntArray] = []
     previous: list[int] = []
     for release in range(releases):
-        keep = list(rng.choice(previous, size=int(round(carried * items_per_release)), replace=False)) if previous else []
+        keep = [int(item) for item in rng.choice(previous, size=round(carried * items_per_release), replace=False)] if previous else []
         fresh = items_per_release - len(keep)
         start = len(difficulty_list)
         extra = shift[1] if shift is not None and shift[0] == release else 0.0
@@ -73,15 +73,12 @@ def rolling_world(
         runs.extend((model, release) for release in range(first, first + span))
     for release in range(releases):
         present = {model for model, at in runs if at == release}
-        for model in rng.choice([model for model in range(models) if model not in present], size=max(0, 2 - len(present)), replace=False):
-            runs.append((int(model), release))
+        missing = rng.choice([model for model in range(models) if model not in present], size=max(0, 2 - len(present)), replace=False)
+        runs.extend((int(model), release) for model in missing)
     rows: list[tuple[int, str, int, float]] = []
     for run_id, (model, release) in enumerate(runs):
-        items = release_items[release]
-        expected = 1 / (1 + np.exp(-discrimination[items] * (ability[model] - difficulty[items])))
-        if graded:
-            scores = rng.beta(np.maximum(expected * 8, 1e-3), np.maximum((1 - expected) * 8, 1e-3))
-        else:
-            scores = (rng.random(len(items)) < expected).astype(float)
-        rows.extend((run_id, f"model-{model:02d}", int(item), float(score)) for item, score in zip(items, scores, strict=True))
+        served = release_items[release]
+        expected = 1 / (1 + np.exp(-discrimination[served] * (ability[model] - difficulty[served])))
+        scores = rng.beta(np.maximum(expected * 8, 1e-3), np.maximum((1 - expected) * 8, 1e-3)) if graded else (rng.random(len(served)) < expected).astype(float)
+        rows.extend((run_id, f"model-{model:02d}", int(item), float(score)) for item, score in zip(served, scores, strict=True))
     return World(ability, difficulty, discrimination, release_items, runs, Responses.of(rows))

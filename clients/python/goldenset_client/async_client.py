@@ -23,7 +23,7 @@ from goldenset_client.models import (
     ResultsAccepted,
     RunItemRead,
 )
-from goldenset_client.operations import Operations, export_call, results_calls
+from goldenset_client.operations import Operations, export_call, give_back_claims_call, results_calls
 from goldenset_client.routes import Call
 
 P = ParamSpec("P")
@@ -158,6 +158,11 @@ class AsyncClient(Operations):
             answer = await self._send(call)
         assert answer is not None
         return answer
+
+    async def give_back_claims(self, eval_name: str) -> int:
+        """Give back every claim this token's owner holds on the eval (curate scope), so others may
+        claim those items; how many were given back."""
+        return (await self._send(give_back_claims_call(eval_name)))["released"]
 
     async def iter_audit(
         self,

@@ -27,7 +27,7 @@ from goldenset_client.models import (
     ResultsAccepted,
     RunItemRead,
 )
-from goldenset_client.operations import Operations, export_call, results_calls
+from goldenset_client.operations import Operations, export_call, give_back_claims_call, results_calls
 from goldenset_client.routes import Call
 
 P = ParamSpec("P")
@@ -161,6 +161,11 @@ class Client(Operations):
             answer = self._send(call)
         assert answer is not None
         return answer
+
+    def give_back_claims(self, eval_name: str) -> int:
+        """Give back every claim this token's owner holds on the eval (curate scope), so others may
+        claim those items; how many were given back."""
+        return self._send(give_back_claims_call(eval_name))["released"]
 
     def iter_audit(
         self,

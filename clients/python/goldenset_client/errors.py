@@ -2,7 +2,7 @@
 document (RFC 9457 `application/problem+json`: `title`, `detail`, `status`, and members such as
 `condition`, `reason`, `errors`, `summary`).
 
-    GoldensetError            any refusal; `.status`, `.title`, `.detail`, `.problem`
+    GoldensetError            any refusal; `.status`, `.title`, `.detail`, `.reason`, `.problem`
     ├── Unauthorized          401: no token, or an unknown, revoked or expired one
     ├── Forbidden             403: a scope is missing, or a gate refused (`.condition`)
     ├── NotFound              404
@@ -46,6 +46,13 @@ class GoldensetError(Exception):
         self.title = str(problem.get("title") or "")
         self.detail = str(problem.get("detail") or "")
         super().__init__(f"{status} {self.title}: {self.detail}" if self.detail else f"{status} {self.title}")
+
+    @property
+    def reason(self) -> str | None:
+        """The problem's machine-readable `reason` where it has one (a refused decision:
+        `already_voted`, `not_assigned`, `team_review`, ...), else None."""
+        value = self.problem.get("reason")
+        return None if value is None else str(value)
 
 
 class Unauthorized(GoldensetError):

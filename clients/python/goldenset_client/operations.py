@@ -2,8 +2,9 @@
 
 Each is an `operation`: a function from the method's arguments to the `Call` to send, which both
 clients inherit as a method (blocking on `Client`, awaited on `AsyncClient`) answering the call's
-model. What is more than one plain call (following cursors, streaming the export, posting results
-in batches) each client writes itself, from the request builders here.
+model. What is more than one plain call, or answers other than the call's model (following
+cursors, streaming the export, posting results in batches, the count of claims given back), each
+client writes itself, from the request builders here.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from goldenset_client import routes
 from goldenset_client._operations import operation
 from goldenset_client.models import (
     AuditPage,
+    ClaimOutcome,
     ConnectionTestResult,
     CorpusResultsAccepted,
     CorpusResultsPost,
+    Decision,
     DedupCheck,
     DedupCheckResult,
     DedupQuestionPage,
@@ -47,6 +50,7 @@ from goldenset_client.models import (
     ProbeCreate,
     ProbeRead,
     PullStarted,
+    QueueView,
     RefreshResult,
     ReleaseItems,
     ReleaseManifest,
@@ -58,6 +62,7 @@ from goldenset_client.models import (
     ReviewOutcome,
     ReviewQueuePage,
     ReviewUndone,
+    RoundOutcome,
     RunItemPage,
     RunRead,
     RunStarted,
@@ -68,6 +73,7 @@ from goldenset_client.models import (
     SourceCreated,
     SourceRead,
     SourceUpdate,
+    TeamReview,
     TemporalSplitReport,
 )
 from goldenset_client.routes import Call
@@ -76,6 +82,11 @@ from goldenset_client.routes import Call
 def export_call(eval_name: str, release: int | str, split: str, occurred_after: datetime | None) -> Call[ExportRow]:
     """The request for a split's JSONL export (`iter_export`)."""
     return routes.EXPORT.call({"name": eval_name, "ref": release}, params={"split": split, "occurred_after": occurred_after})
+
+
+def give_back_claims_call(eval_name: str) -> Call[dict[str, int]]:
+    """The request giving back every claim this token's owner holds on the eval (`give_back_claims`)."""
+    return routes.GIVE_BACK_CLAIMS.call({"name": eval_name})
 
 
 def results_calls(run_id: int, results: Iterable[ResultIn], batch: int) -> list[Call[ResultsAccepted]]:
@@ -288,9 +299,12 @@ class Operations:
         text: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        view: QueueView | None = None,
     ) -> Call[ReviewQueuePage]:
-        """One page of the items waiting for review, oldest incident first (curate scope)."""
-        params = {"source": source, "occurred_after": occurred_after, "occurred_before": occurred_before, "text": text, "limit": limit, "offset": offset}
+        """One page of the items waiting for review, oldest incident first (curate scope). On an eval
+        reviewed by a team, `view` picks what is listed: `mine` (the default there: what waits
+        for this token's vote), `disputed` (the disagreements, for an adjudicator) or `all`."""
+        params = {"source": source, "occurred_after": occurred_after, "occurred_before": occurred_before, "text": text, "limit": limit, "offset": offset, "view": view}
         return routes.REVIEW_QUEUE.call({"name": name}, params=params)
 
     @operation
@@ -298,6 +312,44 @@ class Operations:
         """Open (or keep) this token's sealed review window on the eval (curate and sealed scopes);
         opening takes one unit of the sealed-read budget, `Forbidden` once it is spent."""
         return routes.SEALED_REVIEW.call({"name": name})
+
+    # Team review
+
+    @operation
+    def claim_review_batch(eval_name: str, size: int = 20) -> Call[ClaimOutcome]:
+        """Hold up to `size` (1 to 200) items of an eval shared by claims for this token's owner
+        (curate scope): the ones still held, then the oldest they have not voted on whose round has
+        room, for four hours, renewed by each claim. `Conflict` (`reason` `not_claim`) on an eval
+        not shared by claims."""
+        return routes.CLAIM_REVIEW_BATCH.call({"name": eval_name}, json={"size": size})
+
+    @operation
+    def vote(eval_name: str, item_id: int, decision: Decision, reason: str = "") -> Call[RoundOutcome]:
+        """This token's owner's vote (`approve` or `reject`, a rejection with a reason) on an item
+        of an eval reviewed by a team (curate scope); answers the round: `waiting` for more votes,
+        `decided` (the votes agreed) or `disputed` (an adjudicator decides). `Conflict` with the
+        problem's `reason`: `already_voted`, `enough_votes`, `not_assigned`, `not_reviewable`,
+        `unread` (a sealed-bound item the token may not read), `not_team_review`."""
+        return routes.VOTE.call({"name": eval_name}, json={"item_id": item_id, "decision": decision, "reason": reason})
+
+    @operation
+    def withdraw_vote(eval_name: str, item_id: int) -> Call[RoundOutcome]:
+        """Take back this token's owner's open vote on the item, before its round settles (curate
+        scope); `Conflict` (`no_vote`) when there is none."""
+        return routes.WITHDRAW_VOTE.call({"name": eval_name, "item_id": item_id})
+
+    @operation
+    def adjudicate(eval_name: str, item_id: int, decision: Decision, reason: str = "") -> Call[RoundOutcome]:
+        """Decide an item of the eval as its adjudicator, whatever its votes (curate scope; one of
+        the eval's `adjudicators`, or an admin when it names none, else `Forbidden` with `reason`
+        `not_adjudicator`); answers the round, `decided`."""
+        return routes.ADJUDICATE.call({"name": eval_name}, json={"item_id": item_id, "decision": decision, "reason": reason})
+
+    @operation
+    def review_team(eval_name: str) -> Call[TeamReview]:
+        """The eval's team settings and progress: per person, the rounds' agreement, what waits for
+        this token's vote and the disagreements (curate scope)."""
+        return routes.REVIEW_TEAM.call({"name": eval_name})
 
     # Releases
 

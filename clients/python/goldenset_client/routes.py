@@ -21,6 +21,8 @@ from pydantic import BaseModel, TypeAdapter
 from goldenset_client.models import (
     ApproveBody,
     AuditPage,
+    ClaimBody,
+    ClaimOutcome,
     ConnectionTestResult,
     CorpusResultsAccepted,
     CorpusResultsPost,
@@ -66,6 +68,7 @@ from goldenset_client.models import (
     ReviewOutcome,
     ReviewQueuePage,
     ReviewUndone,
+    RoundOutcome,
     RunCreate,
     RunItemPage,
     RunRead,
@@ -77,7 +80,9 @@ from goldenset_client.models import (
     SourceCreated,
     SourceRead,
     SourceUpdate,
+    TeamReview,
     TemporalSplitReport,
+    VoteBody,
     WithdrawBody,
 )
 
@@ -199,6 +204,15 @@ REFRESH = Route("POST", "/v1/evals/{name}/refresh", RefreshResult, idempotent=Tr
 REVIEW_QUEUE = Route("GET", "/v1/evals/{name}/review-queue", ReviewQueuePage)
 # While the window is open, asking again answers it unchanged (200) and takes no budget.
 SEALED_REVIEW = Route("POST", "/v1/evals/{name}/sealed-review", SealedReviewWindow, idempotent=True)
+
+# Team review
+# Claiming again answers the batch already held (renewed), so a resent claim takes nothing more.
+CLAIM_REVIEW_BATCH = Route("POST", "/v1/evals/{name}/review/claims", ClaimOutcome, body=ClaimBody, idempotent=True)
+GIVE_BACK_CLAIMS = Route("DELETE", "/v1/evals/{name}/review/claims", dict[str, int])
+VOTE = Route("POST", "/v1/evals/{name}/review/votes", RoundOutcome, body=VoteBody, idempotent=False)
+WITHDRAW_VOTE = Route("DELETE", "/v1/evals/{name}/review/votes/{item_id}", RoundOutcome)
+ADJUDICATE = Route("POST", "/v1/evals/{name}/review/adjudications", RoundOutcome, body=VoteBody, idempotent=False)
+REVIEW_TEAM = Route("GET", "/v1/evals/{name}/review/team", TeamReview)
 
 # Releases
 LIST_RELEASES = Route("GET", "/v1/evals/{name}/releases", list[ReleaseSummary])

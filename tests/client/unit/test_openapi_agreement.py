@@ -172,8 +172,9 @@ def documented_answers(operation: dict[str, Any], components: dict[str, Any]) ->
 
 
 def plain(found: Any) -> Any:
-    """An object shape's name (enums and others unchanged), to compare with the component names."""
-    return found[1] if isinstance(found, tuple) and found[0] == "object" else found
+    """An object shape's name (enums, unnamed objects and others unchanged), to compare with the
+    component names."""
+    return found[1] if isinstance(found, tuple) and len(found) == 2 and found[0] == "object" else found
 
 
 # --- the checks -------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from goldenset_client.models.evidence import *  # noqa: F403
 from goldenset_client.models.items import *  # noqa: F403
 from goldenset_client.models.runs import *  # noqa: F403
 from goldenset_client.models.sources import *  # noqa: F403
+from goldenset_client.models.team import *  # noqa: F403
 """
 
 from goldenset_client.models.common import (
@@ -31,6 +32,7 @@ from goldenset_client.models.evals import (
     ReleaseSummary,
     ReleaseWithdrawal,
     RetiredEntry,
+    ReviewAssignment,
     ReviewQueueEntry,
     ReviewQueuePage,
     SealedReviewWindow,
@@ -131,6 +133,17 @@ from goldenset_client.models.sources import (
     SourceRead,
     SourceUpdate,
 )
+from goldenset_client.models.team import (
+    ClaimBody,
+    ClaimOutcome,
+    QueueView,
+    ReviewerProgress,
+    RoundOutcome,
+    RoundState,
+    TeamReview,
+    VoteBody,
+    VoteRead,
+)
 
 __all__ = [
     "ApprovalPolicy",
@@ -138,6 +151,8 @@ __all__ = [
     "AuditEventRead",
     "AuditPage",
     "Augmentation",
+    "ClaimBody",
+    "ClaimOutcome",
     "ClusterRead",
     "ClusterSize",
     "ConnectionOutcome",
@@ -204,6 +219,7 @@ __all__ = [
     "QuestionRuling",
     "QuestionState",
     "QueueDecision",
+    "QueueView",
     "RecordError",
     "RefreshResult",
     "RejectBody",
@@ -219,13 +235,17 @@ __all__ = [
     "ResultsAccepted",
     "ResultsPost",
     "RetiredEntry",
+    "ReviewAssignment",
     "ReviewBatch",
     "ReviewDecision",
     "ReviewOutcome",
     "ReviewQueueEntry",
     "ReviewQueuePage",
     "ReviewUndone",
+    "ReviewerProgress",
     "RevisionRead",
+    "RoundOutcome",
+    "RoundState",
     "RunCreate",
     "RunItemPage",
     "RunItemRead",
@@ -242,7 +262,10 @@ __all__ = [
     "SourceUpdate",
     "Split",
     "SplitHalf",
+    "TeamReview",
     "TemporalSplitReport",
     "TrainsOnInputs",
+    "VoteBody",
+    "VoteRead",
     "WithdrawBody",
 ]

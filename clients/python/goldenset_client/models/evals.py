@@ -11,11 +11,17 @@ from goldenset_client.models.items import DedupExplanation
 
 Split = Literal["dev", "sealed"]
 ApprovalPolicy = Literal["manual", "auto"]
+ReviewAssignment = Literal["open", "claim", "round_robin"]
+"""How a team shares an eval's review queue: `open` (everyone sees every item still needing
+votes), `claim` (each reviewer claims a batch), `round_robin` (each item assigned by its id)."""
 
 
 class EvalCreate(_Request):
     """`POST /v1/evals`: a name and any settings (defaults: target 200, monthly on the 1st at 03:00
-    UTC, maximum age 365 days, 20% sealed, manual review, 3 sealed reads per release)."""
+    UTC, maximum age 365 days, 20% sealed, manual review by one person's decision, 3 sealed reads
+    per release). Team review: `reviewers_per_item` votes (1 to 5) that must agree, asked of an
+    `agreement_sample` share of the items; the queue shared by `review_assignment` (`reviewers`
+    by token name for round-robin); disagreements decided by `adjudicators` (none: any admin)."""
 
     name: str
     description: str = ""
@@ -28,10 +34,17 @@ class EvalCreate(_Request):
     sealed_fraction: float = 0.2
     approval_policy: ApprovalPolicy = "manual"
     sealed_read_budget: int = 3
+    reviewers_per_item: int = 1
+    agreement_sample: float = 1.0
+    review_assignment: ReviewAssignment = "open"
+    reviewers: list[str] = Field(default_factory=list)
+    adjudicators: list[str] = Field(default_factory=list)
+    review_guidelines: str = ""
 
 
 class EvalRead(_Response):
-    """An eval as the API shows it (never its seal key)."""
+    """An eval as the API shows it (never its seal key). The team review settings default to one
+    person's decision on an open queue, as a server older than team review reviews."""
 
     id: int
     name: str
@@ -45,10 +58,22 @@ class EvalRead(_Response):
     sealed_fraction: float
     approval_policy: str
     sealed_read_budget: int
+    reviewers_per_item: int = 1
+    agreement_sample: float = 1.0
+    review_assignment: str = "open"
+    reviewers: list[str] = Field(default_factory=list)
+    adjudicators: list[str] = Field(default_factory=list)
+    review_guidelines: str = ""
     canary: str
     created_at: datetime
     updated_at: datetime
     latest_release: int | None = None
+
+    @property
+    def team_review(self) -> bool:
+        """Whether the eval's review goes by votes (manual approval, and more than one vote per item
+        or a queue shared by claims or round-robin): then each person votes with their own token."""
+        return self.approval_policy == "manual" and (self.reviewers_per_item > 1 or self.review_assignment != "open")
 
 
 class EvalUpdate(_Request):
@@ -65,6 +90,12 @@ class EvalUpdate(_Request):
     sealed_fraction: float | None = None
     approval_policy: ApprovalPolicy | None = None
     sealed_read_budget: int | None = None
+    reviewers_per_item: int | None = None
+    agreement_sample: float | None = None
+    review_assignment: ReviewAssignment | None = None
+    reviewers: list[str] | None = None
+    adjudicators: list[str] | None = None
+    review_guidelines: str | None = None
 
 
 class ExportMetadata(_Response):
