@@ -17,6 +17,7 @@ from schemas.model_registry import Endpoint, Model
 from schemas.probes import Probe
 from schemas.release import Release, ReleaseItem, SealedRead
 from schemas.runs import Result, Run, RunItem
+from schemas.scale import ScaleFit
 from schemas.source import Source, SourceKind, WebhookDelivery
 from schemas.team_review import ReviewClaim, ReviewVote
 from schemas.token import ApiToken, Scope, UiSession
@@ -47,6 +48,7 @@ __all__ = [
     "ReviewVote",
     "Run",
     "RunItem",
+    "ScaleFit",
     "Scope",
     "SealedRead",
     "Source",

@@ -44,12 +44,14 @@ from service.core.tracing import traced
 from service.dedup.runner import CurationBusy, run_curation
 from service.evals.definitions import release_count
 from service.evals.refresh import RefreshBusy, RefreshError, refresh_eval
+from service.evals.scale import refit_stale
 from service.sources.definitions import PLAIN_KINDS
 from service.sources.pulls import pull_source
 
 logger = logging.getLogger("goldenset.scheduler")
 SYNC_JOB_ID = "sync-source-jobs"
 CURATE_JOB_ID = "curate"
+SCALE_JOB_ID = "scale"
 PULL_JOB_PREFIX = "pull:"
 REFRESH_JOB_PREFIX = "refresh:"
 JOB_DEFAULTS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
@@ -97,6 +99,7 @@ class GoldensetScheduler:
         self.scheduler.add_job(self.sync_jobs, IntervalTrigger(seconds=self.sync_seconds), id=SYNC_JOB_ID, next_run_time=utcnow(), replace_existing=True)
         # The first run comes one interval after start (or sooner, after a pull stores something).
         self.scheduler.add_job(self.curate, IntervalTrigger(seconds=self.settings.curate_interval_seconds), id=CURATE_JOB_ID, replace_existing=True)
+        self.scheduler.add_job(self.refit_scales, IntervalTrigger(seconds=self.settings.scale_refit_seconds), id=SCALE_JOB_ID, replace_existing=True)
         self.scheduler.start()
 
     def shutdown(self) -> None:
@@ -133,6 +136,12 @@ class GoldensetScheduler:
             logger.info("scheduled curation skipped: %s", exc)
         except EmbeddingServiceError as exc:
             logger.warning("scheduled curation stopped: %s; the next run tries again", exc)
+
+    @traced("goldenset.job.scale")
+    def refit_scales(self) -> None:
+        """Refit the common scale of every eval whose dev runs have results newer than its fit
+        (`service.evals.scale.refit_stale`); failures are logged, never raised."""
+        run_in_background("scale refit", partial(refit_stale, self.engine))
 
     def curate_soon(self) -> None:
         """Bring the next curation run forward to now (after a pull stored something)."""

@@ -42,14 +42,16 @@ class Estimate:
 
 
 def estimate(quantity: Callable[[ScaleParameters], float], mode: ScaleParameters, draws: Sequence[ScaleParameters], confidence: float = CONFIDENCE) -> Estimate:
-    """`quantity` at the mode, with the central `confidence` interval of its values over `draws`
-    (the mode's value twice when there is no draw)."""
-    value = quantity(mode)
+    """`quantity`'s posterior mean over `draws` with the central `confidence` interval of its
+    values (at the mode, twice, when there is no draw). The mean, not the value at the mode: an
+    expected score is a nonlinear function of the parameters, and at the mode it is pulled
+    towards 50% wherever the priors shrink."""
     if not draws:
+        value = quantity(mode)
         return Estimate(value, value, value)
     values = np.array([quantity(draw) for draw in draws])
     tail = (1 - confidence) / 2
-    return Estimate(value, float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail)))
+    return Estimate(float(np.mean(values)), float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail)))
 
 
 def expected_score(parameters: ScaleParameters, ability: float, items: IntArray) -> float:

@@ -32,11 +32,11 @@ from scipy.special import expit, log_expit
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
-RUN_SPREAD = 0.25
+RUN_SPREAD = 0.1
 """Prior spread of a run's ability around its model's (in ability units): runs of one model agree
 unless their results say otherwise."""
-DIFFICULTY_SPREAD = 2.0
-DISCRIMINATION_SPREAD = 0.5
+DIFFICULTY_SPREAD = 1.0
+DISCRIMINATION_SPREAD = 0.2
 MAX_ITERATIONS = 500
 
 
@@ -109,6 +109,20 @@ class ScaleParameters:
     discrimination: FloatArray
     log_posterior: float = 0.0
     converged: bool = True
+
+    def vector(self) -> FloatArray:
+        """Every parameter in one vector (model abilities, run deviations, difficulties, log
+        discriminations), as `from_vector` reads it."""
+        return _vector(self)
+
+    @classmethod
+    def from_vector(cls, vector: FloatArray, model_of_run: IntArray, *, items: int) -> ScaleParameters:
+        """The parameters `vector` holds for `len(model_of_run)` runs of `max + 1` models and `items` items."""
+        runs = len(model_of_run)
+        models = len(vector) - runs - 2 * items
+        mu, delta = vector[:models], vector[models : models + runs]
+        difficulty, log_a = vector[models + runs : models + runs + items], vector[models + runs + items :]
+        return cls(model_ability=mu, run_deviation=delta, ability=mu[model_of_run] + delta, difficulty=difficulty, discrimination=np.exp(log_a))
 
     def expected(self, run: IntArray, item: IntArray) -> FloatArray:
         """The model's expected score of each (run, item) pair."""
@@ -198,3 +212,35 @@ def log_likelihood(parameters: ScaleParameters, run: IntArray, item: IntArray, s
     kept off 0 and 1 by 1e-9)."""
     expected = np.clip(parameters.expected(run, item), 1e-9, 1 - 1e-9)
     return float(np.sum(score * np.log(expected) + (1 - score) * np.log(1 - expected)))
+
+
+def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rng: np.random.Generator) -> list[ScaleParameters]:
+    """`draws` parameter sets from the Laplace approximation of the posterior at `mode`: a normal
+    with the inverse of the Fisher information (the Bernoulli likelihood's p(1 - p) weights on the
+    linear predictor's gradient, plus the priors' precisions) as its covariance."""
+    from scipy import sparse
+    from scipy.linalg import cho_factor, solve_triangular
+
+    models, runs, items = responses.models, responses.runs, responses.items
+    run, item = responses.run, responses.item
+    a = mode.discrimination[item]
+    z = a * (mode.ability[run] - mode.difficulty[item])
+    p = expit(z)
+    weight = p * (1 - p)
+    count = len(run)
+    rows = np.repeat(np.arange(count), 4)
+    columns = np.stack([responses.model_of_run[run], models + run, models + runs + item, models + runs + items + item], axis=1).ravel()
+    values = np.stack([a, a, -a, z], axis=1).ravel()
+    size = models + runs + 2 * items
+    gradient = sparse.csr_matrix((values, (rows, columns)), shape=(count, size))
+    information = (gradient.T @ sparse.diags(weight) @ gradient).toarray()
+    prior = np.concatenate([np.ones(models), np.full(runs, 1 / RUN_SPREAD**2), np.full(items, 1 / DIFFICULTY_SPREAD**2), np.full(items, 1 / DISCRIMINATION_SPREAD**2)])
+    information[np.diag_indices(size)] += prior
+    factor, _ = cho_factor(information, lower=True)
+    centre = _vector(mode)
+    fits = []
+    for _ in range(draws):
+        vector = centre + solve_triangular(factor, rng.standard_normal(size), lower=True, trans="T")
+        mu, delta, difficulty, log_a = _split(vector, responses)
+        fits.append(ScaleParameters(model_ability=mu, run_deviation=delta, ability=mu[responses.model_of_run] + delta, difficulty=difficulty, discrimination=np.exp(log_a)))
+    return fits

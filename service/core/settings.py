@@ -128,6 +128,7 @@ class Settings(BaseSettings):
         default=64, ge=0, le=16384, description="Memory per API process for finished dev release answers (item lists and exports), which never change; 0: none."
     )
     curate_interval_seconds: int = Field(default=30, gt=0, description="How often the scheduler curates pending candidates.")
+    scale_refit_seconds: int = Field(default=600, gt=0, description="How often the scheduler refits the common scale of evals whose dev runs have newer results.")
     terms_max_age_days: int = Field(default=90, gt=0, description="Sealed runs need endpoint terms checked within this many days.")
     probe_workers: int = Field(default=2, gt=0, le=16, description="Completion probes run at once in the background (each with its own request concurrency).")
     curate_after_ingest: bool = Field(default=True, description="Curate in the background after an API push, webhook or pull (and after `goldenset ingest`).")

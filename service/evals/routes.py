@@ -38,6 +38,7 @@ from service.evals.definitions import create_eval, list_evals, require_eval, to_
 from service.evals.refresh import FuturePeriod, NothingToRelease, RefreshBusy, RefreshError, refresh_eval, remove_eval, withdraw
 from service.evals.releases import LATEST, SealedBudgetExceeded, export_stream, list_releases, manifest, released_items, resolve_release, split_count, summary, take_sealed_read
 from service.evals.review_queue import QueueFilters
+from service.evals.scale_routes import scale_router
 from service.evals.sealed_review import SealedReviewBudgetSpent, Viewer, open_sealed_review_window, serve_queue
 from service.evals.team_routes import team_router
 from service.evals.team_views import default_view, view_conditions
@@ -348,4 +349,5 @@ def withdraw_one(name: str, number: Annotated[int, Path(ge=1, le=MAX_ROW_ID)], d
 router = APIRouter()
 router.include_router(eval_router)
 router.include_router(team_router)
+router.include_router(scale_router)
 router.include_router(release_router)

@@ -45,13 +45,15 @@ def rolling_world(
     max_span: int = 4,
     shift: tuple[int, float] | None = None,
     graded: bool = False,
+    pinned: tuple[tuple[int, int], ...] = (),
 ) -> World:
     """A simulated eval: `releases` releases of `items_per_release` items, `carried` of each
     release's items taken from the previous release's; `models` models, each running on 1 to
     `max_span` consecutive releases (at least two models on every release). `shift` (release,
     logits): every new item of that release is that much harder. `graded`: scores in [0, 1] (a
-    Beta draw around the expected score) instead of 0/1."""
-    ability = rng.normal(0, 1, models)
+    Beta draw around the expected score) instead of 0/1. `pinned`: more models, one per (first,
+    last) span, running on exactly those releases (numbered after the others)."""
+    ability = rng.normal(0, 1, models + len(pinned))
     difficulty_list: list[float] = []
     release_items: list[IntArray] = []
     previous: list[int] = []
@@ -71,6 +73,8 @@ def rolling_world(
         span = int(rng.integers(1, max_span + 1))
         first = int(rng.integers(0, releases - span + 1))
         runs.extend((model, release) for release in range(first, first + span))
+    for offset, (first, last) in enumerate(pinned):
+        runs.extend((models + offset, release) for release in range(first, last + 1))
     for release in range(releases):
         present = {model for model, at in runs if at == release}
         missing = rng.choice([model for model in range(models) if model not in present], size=max(0, 2 - len(present)), replace=False)

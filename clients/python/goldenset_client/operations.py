@@ -34,6 +34,7 @@ from goldenset_client.models import (
     EvalCreate,
     EvalExposure,
     EvalRead,
+    EvalScale,
     EvalUpdate,
     ExportRow,
     IngestSummary,
@@ -67,6 +68,7 @@ from goldenset_client.models import (
     RunRead,
     RunStarted,
     RunSummary,
+    ScoreChangeReport,
     SealedReviewWindow,
     SimilarRead,
     SourceCreate,
@@ -485,6 +487,18 @@ class Operations:
     def temporal_split_chart(model: str, *, eval_name: str | None = None, corpus: str | None = None, image_format: str = "png") -> Call[bytes]:
         """The temporal split's chart as `png` or `svg` bytes (read scope)."""
         return routes.TEMPORAL_SPLIT_CHART.call(params={"model": model, "eval": eval_name, "corpus": corpus, "format": image_format})
+
+    @operation
+    def eval_scale(eval_name: str) -> Call[EvalScale]:
+        """The eval's newest common-scale fit: per release its difficulty index, per model and run
+        the ability, per run its equated score on the reference release (read scope)."""
+        return routes.EVAL_SCALE.call({"name": eval_name})
+
+    @operation
+    def score_change(run_a: int, run_b: int) -> Call[ScoreChangeReport]:
+        """Run B's score minus run A's, split into the part due to the set and the part due to the
+        model, with intervals (read scope)."""
+        return routes.SCORE_CHANGE.call(params={"run_a": run_a, "run_b": run_b})
 
     @operation
     def post_corpus_results(corpus: str, data: CorpusResultsPost) -> Call[CorpusResultsAccepted]:

@@ -38,6 +38,7 @@ from goldenset_client.models import (
     EvalCreate,
     EvalExposure,
     EvalRead,
+    EvalScale,
     EvalUpdate,
     ExportRow,
     IngestSummary,
@@ -74,6 +75,7 @@ from goldenset_client.models import (
     RunRead,
     RunStarted,
     RunSummary,
+    ScoreChangeReport,
     SealedReviewWindow,
     SimilarRead,
     SourceCreate,
@@ -213,6 +215,8 @@ VOTE = Route("POST", "/v1/evals/{name}/review/votes", RoundOutcome, body=VoteBod
 WITHDRAW_VOTE = Route("DELETE", "/v1/evals/{name}/review/votes/{item_id}", RoundOutcome)
 ADJUDICATE = Route("POST", "/v1/evals/{name}/review/adjudications", RoundOutcome, body=VoteBody, idempotent=False)
 REVIEW_TEAM = Route("GET", "/v1/evals/{name}/review/team", TeamReview)
+EVAL_SCALE = Route("GET", "/v1/evals/{name}/scale", EvalScale)
+SCORE_CHANGE = Route("GET", "/v1/reports/score-change", ScoreChangeReport)
 
 # Releases
 LIST_RELEASES = Route("GET", "/v1/evals/{name}/releases", list[ReleaseSummary])

@@ -5,6 +5,7 @@ from goldenset_client.models.evidence import *  # noqa: F403
 from goldenset_client.models.items import *  # noqa: F403
 from goldenset_client.models.runs import *  # noqa: F403
 from goldenset_client.models.sources import *  # noqa: F403
+from goldenset_client.models.scale import *  # noqa: F403
 from goldenset_client.models.team import *  # noqa: F403
 """
 
@@ -125,6 +126,15 @@ from goldenset_client.models.runs import (
     ScoreInterval,
     TrainsOnInputs,
 )
+from goldenset_client.models.scale import (
+    EvalScale,
+    ModelScale,
+    ReleaseScale,
+    RunScale,
+    ScaleEstimate,
+    ScoreChangePart,
+    ScoreChangeReport,
+)
 from goldenset_client.models.sources import (
     ConnectionOutcome,
     ConnectionTestResult,
@@ -182,6 +192,7 @@ __all__ = [
     "EvalCreate",
     "EvalExposure",
     "EvalRead",
+    "EvalScale",
     "EvalUpdate",
     "EvidenceWarning",
     "ExportMetadata",
@@ -202,6 +213,7 @@ __all__ = [
     "MetricComparison",
     "ModelCreate",
     "ModelRead",
+    "ModelScale",
     "ModelUpdate",
     "MonthlyPoint",
     "NotDuplicateBody",
@@ -227,6 +239,7 @@ __all__ = [
     "ReleaseExposure",
     "ReleaseItems",
     "ReleaseManifest",
+    "ReleaseScale",
     "ReleaseSummary",
     "ReleaseWithdrawal",
     "ReleasedItem",
@@ -250,8 +263,12 @@ __all__ = [
     "RunItemPage",
     "RunItemRead",
     "RunRead",
+    "RunScale",
     "RunStarted",
     "RunSummary",
+    "ScaleEstimate",
+    "ScoreChangePart",
+    "ScoreChangeReport",
     "ScoreInterval",
     "SealedReviewWindow",
     "SimilarRead",
