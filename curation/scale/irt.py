@@ -8,11 +8,15 @@ deviation of the run). A graded score y in [0, 1] enters through the Bernoulli l
 y log p + (1 - y) log(1 - p), exact for 0/1 scores and a quasi-likelihood for graded ones.
 
 The fit is the posterior mode (MAP) under weakly informative priors that also fix the scale's
-origin and unit: mu_m ~ N(0, 1), delta_r ~ N(0, RUN_SPREAD^2), b_i ~ N(0, DIFFICULTY_SPREAD^2),
-log a_i ~ N(0, DISCRIMINATION_SPREAD^2); found by L-BFGS with the analytic gradient (`scipy`).
-Uncertainty comes from a Bayesian bootstrap (`bootstrap_fits`): each draw re-weights every item and
-every model with Exp(1) weights and refits from the mode, so intervals of any derived quantity
-(`curation.scale.equating`) are percentiles over draws. No maintained Python IRT library fits this
+origin and unit: mu_m ~ N(0, 1), delta_r ~ N(0, RUN_SPREAD^2), log a_i ~ N(0,
+DISCRIMINATION_SPREAD^2), and for difficulties a hierarchy by cohort (the release an item first
+appeared in): b_i ~ N(beta_c, DIFFICULTY_SPREAD^2), beta_c ~ N(0, COHORT_SPREAD^2). An item seen by
+few runs shrinks towards its cohort's mean, which all the cohort's items estimate together, not
+towards 0: a release made harder as a whole is found harder, not pulled back to the others. Found
+by L-BFGS with the analytic gradient (`scipy`). Uncertainty: `laplace_draws` samples the normal
+approximation of the posterior at the mode (intervals of any derived quantity,
+`curation.scale.equating`, are percentiles over draws); `bootstrap_fits` re-weights items and
+models with Exp(1) weights and refits, slower, kept for comparison. No maintained Python IRT library fits this
 case (sparse matrices of graded scores, runs tied to models): `girth` (last release 2021) takes
 complete 0/1 matrices only, `py-irt` needs Pyro and a GPU-sized stack, `mirt` is R.
 
@@ -21,7 +25,7 @@ Pure computation: arrays in, arrays out; no database, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +41,8 @@ RUN_SPREAD = 0.1
 unless their results say otherwise."""
 DIFFICULTY_SPREAD = 1.0
 DISCRIMINATION_SPREAD = 0.2
+COHORT_SPREAD = 0.5
+"""Prior spread of a cohort's mean difficulty: releases may differ this much as a whole."""
 MAX_ITERATIONS = 500
 
 
@@ -44,7 +50,9 @@ MAX_ITERATIONS = 500
 class Responses:
     """Per-item results: observation `k` is run `run[k]` scoring item `item[k]` with `score[k]` in
     [0, 1]. Runs and items are numbered from 0 (`run_ids`, `item_ids` give the caller's ids); each
-    run belongs to one model (`model_of_run`, numbered from 0, names in `model_names`)."""
+    run belongs to one model (`model_of_run`, numbered from 0, names in `model_names`), each item to
+    one cohort (`cohort_of_item`, numbered from 0: the release it first appeared in; all in one
+    cohort when not given)."""
 
     run: IntArray
     item: IntArray
@@ -53,6 +61,7 @@ class Responses:
     run_ids: Sequence[int]
     item_ids: Sequence[int]
     model_names: Sequence[str]
+    cohort_of_item: IntArray | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.run) == len(self.item) == len(self.score)):
@@ -61,6 +70,16 @@ class Responses:
             raise ValueError("scores must be finite and in [0, 1]")
         if len(self.model_of_run) != len(self.run_ids):
             raise ValueError("model_of_run needs one model per run")
+        if self.cohort_of_item is not None and len(self.cohort_of_item) != len(self.item_ids):
+            raise ValueError("cohort_of_item needs one cohort per item")
+
+    @property
+    def cohorts_of_items(self) -> IntArray:
+        return np.zeros(len(self.item_ids), dtype=np.int64) if self.cohort_of_item is None else self.cohort_of_item
+
+    @property
+    def cohorts(self) -> int:
+        return int(self.cohorts_of_items.max()) + 1 if len(self.item_ids) else 0
 
     @property
     def runs(self) -> int:
@@ -75,9 +94,10 @@ class Responses:
         return len(self.model_names)
 
     @classmethod
-    def of(cls, rows: Sequence[tuple[int, str, int, float]]) -> Responses:
-        """From (run id, model name, item id, score) rows, numbering runs, items and models in
-        order of first appearance (sorted ids, for a stable numbering)."""
+    def of(cls, rows: Sequence[tuple[int, str, int, float]], cohort_of: Mapping[int, int] | None = None) -> Responses:
+        """From (run id, model name, item id, score) rows, numbering runs, items and models by
+        sorted id (a stable numbering); `cohort_of`: each item id's cohort key (any integers,
+        renumbered in order; items it does not name share the first cohort)."""
         run_ids = sorted({row[0] for row in rows})
         item_ids = sorted({row[2] for row in rows})
         model_of = {row[0]: row[1] for row in rows}
@@ -93,7 +113,13 @@ class Responses:
             run_ids=run_ids,
             item_ids=item_ids,
             model_names=model_names,
+            cohort_of_item=None if cohort_of is None else _renumbered([cohort_of.get(item_id, min(cohort_of.values(), default=0)) for item_id in item_ids]),
         )
+
+
+def _renumbered(keys: Sequence[int]) -> IntArray:
+    order = {key: index for index, key in enumerate(sorted(set(keys)))}
+    return np.array([order[key] for key in keys], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -107,6 +133,7 @@ class ScaleParameters:
     ability: FloatArray
     difficulty: FloatArray
     discrimination: FloatArray
+    cohort_mean: FloatArray
     log_posterior: float = 0.0
     converged: bool = True
 
@@ -116,29 +143,38 @@ class ScaleParameters:
         return _vector(self)
 
     @classmethod
-    def from_vector(cls, vector: FloatArray, model_of_run: IntArray, *, items: int) -> ScaleParameters:
-        """The parameters `vector` holds for `len(model_of_run)` runs of `max + 1` models and `items` items."""
+    def from_vector(cls, vector: FloatArray, model_of_run: IntArray, *, models: int, items: int) -> ScaleParameters:
+        """The parameters `vector` holds for `models` models, `len(model_of_run)` runs, `items`
+        items and the cohorts after them."""
         runs = len(model_of_run)
-        models = len(vector) - runs - 2 * items
         mu, delta = vector[:models], vector[models : models + runs]
-        difficulty, log_a = vector[models + runs : models + runs + items], vector[models + runs + items :]
-        return cls(model_ability=mu, run_deviation=delta, ability=mu[model_of_run] + delta, difficulty=difficulty, discrimination=np.exp(log_a))
+        difficulty, log_a = vector[models + runs : models + runs + items], vector[models + runs + items : models + runs + 2 * items]
+        return cls(
+            model_ability=mu,
+            run_deviation=delta,
+            ability=mu[model_of_run] + delta,
+            difficulty=difficulty,
+            discrimination=np.exp(log_a),
+            cohort_mean=vector[models + runs + 2 * items :],
+        )
 
     def expected(self, run: IntArray, item: IntArray) -> FloatArray:
         """The model's expected score of each (run, item) pair."""
         return np.asarray(expit(self.discrimination[item] * (self.ability[run] - self.difficulty[item])), dtype=np.float64)
 
 
-def _split(vector: FloatArray, responses: Responses) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _split(vector: FloatArray, responses: Responses) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     models, runs, items = responses.models, responses.runs, responses.items
-    return vector[:models], vector[models : models + runs], vector[models + runs : models + runs + items], vector[models + runs + items :]
+    ends = np.cumsum([models, runs, items, items])
+    return vector[: ends[0]], vector[ends[0] : ends[1]], vector[ends[1] : ends[2]], vector[ends[2] : ends[3]], vector[ends[3] :]
 
 
 def _objective(vector: FloatArray, responses: Responses, item_weight: FloatArray, model_weight: FloatArray) -> tuple[float, FloatArray]:
     """The negative log posterior and its gradient, each observation's log-likelihood weighted by
     its item's and its model's weights (all 1 for the fit itself)."""
-    mu, delta, difficulty, log_a = _split(vector, responses)
+    mu, delta, difficulty, log_a, beta = _split(vector, responses)
     run, item, score = responses.run, responses.item, responses.score
+    cohort = responses.cohorts_of_items
     model = responses.model_of_run[run]
     weight = item_weight[item] * model_weight[model]
     a = np.exp(log_a)
@@ -146,29 +182,32 @@ def _objective(vector: FloatArray, responses: Responses, item_weight: FloatArray
     gap = theta[run] - difficulty[item]
     z = a[item] * gap
     log_likelihood = score * log_expit(z) + (1 - score) * log_expit(-z)
+    offset = difficulty - beta[cohort]
     value = -float(np.dot(weight, log_likelihood))
     value += 0.5 * float(np.dot(mu, mu)) + 0.5 * float(np.dot(delta, delta)) / RUN_SPREAD**2
-    value += 0.5 * float(np.dot(difficulty, difficulty)) / DIFFICULTY_SPREAD**2 + 0.5 * float(np.dot(log_a, log_a)) / DISCRIMINATION_SPREAD**2
+    value += 0.5 * float(np.dot(offset, offset)) / DIFFICULTY_SPREAD**2 + 0.5 * float(np.dot(beta, beta)) / COHORT_SPREAD**2
+    value += 0.5 * float(np.dot(log_a, log_a)) / DISCRIMINATION_SPREAD**2
     error = weight * (expit(z) - score)  # d(-loglik)/dz
     g_theta = np.bincount(run, weights=error * a[item], minlength=responses.runs)
     g_delta = g_theta + delta / RUN_SPREAD**2
     g_mu = np.bincount(responses.model_of_run, weights=g_theta, minlength=responses.models) + mu
-    g_b = np.bincount(item, weights=-error * a[item], minlength=responses.items) + difficulty / DIFFICULTY_SPREAD**2
+    g_b = np.bincount(item, weights=-error * a[item], minlength=responses.items) + offset / DIFFICULTY_SPREAD**2
     g_log_a = np.bincount(item, weights=error * z, minlength=responses.items) + log_a / DISCRIMINATION_SPREAD**2
-    return value, np.concatenate([g_mu, g_delta, g_b, g_log_a])
+    g_beta = -np.bincount(cohort, weights=offset, minlength=responses.cohorts) / DIFFICULTY_SPREAD**2 + beta / COHORT_SPREAD**2
+    return value, np.concatenate([g_mu, g_delta, g_b, g_log_a, g_beta])
 
 
 def _start(responses: Responses) -> FloatArray:
-    """A starting point: difficulties from each item's mean score (logit), abilities at 0."""
+    """A starting point: difficulties from each item's mean score (logit), abilities and cohort means at 0."""
     sums = np.bincount(responses.item, weights=responses.score, minlength=responses.items)
     counts = np.bincount(responses.item, minlength=responses.items)
     share = np.clip((sums + 0.5) / (counts + 1.0), 0.02, 0.98)
     difficulty = -np.log(share / (1 - share))
-    return np.concatenate([np.zeros(responses.models), np.zeros(responses.runs), difficulty, np.zeros(responses.items)])
+    return np.concatenate([np.zeros(responses.models), np.zeros(responses.runs), difficulty, np.zeros(responses.items), np.zeros(responses.cohorts)])
 
 
 def _vector(parameters: ScaleParameters) -> FloatArray:
-    return np.concatenate([parameters.model_ability, parameters.run_deviation, parameters.difficulty, np.log(parameters.discrimination)])
+    return np.concatenate([parameters.model_ability, parameters.run_deviation, parameters.difficulty, np.log(parameters.discrimination), parameters.cohort_mean])
 
 
 def fit_scale(
@@ -183,13 +222,14 @@ def fit_scale(
     models = np.ones(responses.models) if model_weight is None else model_weight
     origin = _start(responses) if start is None else _vector(start)
     found = minimize(_objective, origin, args=(responses, items, models), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
-    mu, delta, difficulty, log_a = _split(np.asarray(found.x, dtype=np.float64), responses)
+    mu, delta, difficulty, log_a, beta = _split(np.asarray(found.x, dtype=np.float64), responses)
     return ScaleParameters(
         model_ability=mu,
         run_deviation=delta,
         ability=mu[responses.model_of_run] + delta,
         difficulty=difficulty,
         discrimination=np.exp(log_a),
+        cohort_mean=beta,
         log_posterior=-float(found.fun),
         converged=bool(found.success),
     )
@@ -221,7 +261,7 @@ def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rn
     from scipy import sparse
     from scipy.linalg import cho_factor, solve_triangular
 
-    models, runs, items = responses.models, responses.runs, responses.items
+    models, runs, items, cohorts = responses.models, responses.runs, responses.items, responses.cohorts
     run, item = responses.run, responses.item
     a = mode.discrimination[item]
     z = a * (mode.ability[run] - mode.difficulty[item])
@@ -231,16 +271,22 @@ def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rn
     rows = np.repeat(np.arange(count), 4)
     columns = np.stack([responses.model_of_run[run], models + run, models + runs + item, models + runs + items + item], axis=1).ravel()
     values = np.stack([a, a, -a, z], axis=1).ravel()
-    size = models + runs + 2 * items
+    size = models + runs + 2 * items + cohorts
     gradient = sparse.csr_matrix((values, (rows, columns)), shape=(count, size))
     information = (gradient.T @ sparse.diags(weight) @ gradient).toarray()
-    prior = np.concatenate([np.ones(models), np.full(runs, 1 / RUN_SPREAD**2), np.full(items, 1 / DIFFICULTY_SPREAD**2), np.full(items, 1 / DISCRIMINATION_SPREAD**2)])
+    spreads = [(models, 1.0), (runs, RUN_SPREAD), (items, DIFFICULTY_SPREAD), (items, DISCRIMINATION_SPREAD), (cohorts, COHORT_SPREAD)]
+    prior = np.concatenate([np.full(count, 1 / spread**2) for count, spread in spreads])
     information[np.diag_indices(size)] += prior
+    # b_i ~ N(beta_c, s^2) ties each difficulty to its cohort's mean.
+    item_columns = models + runs + np.arange(items)
+    cohort_columns = models + runs + 2 * items + responses.cohorts_of_items
+    np.add.at(information, (cohort_columns, cohort_columns), 1 / DIFFICULTY_SPREAD**2)
+    np.add.at(information, (item_columns, cohort_columns), -1 / DIFFICULTY_SPREAD**2)
+    np.add.at(information, (cohort_columns, item_columns), -1 / DIFFICULTY_SPREAD**2)
     factor, _ = cho_factor(information, lower=True)
     centre = _vector(mode)
     fits = []
     for _ in range(draws):
         vector = centre + solve_triangular(factor, rng.standard_normal(size), lower=True, trans="T")
-        mu, delta, difficulty, log_a = _split(vector, responses)
-        fits.append(ScaleParameters(model_ability=mu, run_deviation=delta, ability=mu[responses.model_of_run] + delta, difficulty=difficulty, discrimination=np.exp(log_a)))
+        fits.append(ScaleParameters.from_vector(vector, responses.model_of_run, models=models, items=items))
     return fits

@@ -70,8 +70,12 @@ def read_fit_input(session: Session, evaluation: Eval) -> FitInput | None:
     ).all()
     if not rows:
         return None
-    responses = Responses.of([(int(run_id), str(model), int(item_id), float(score)) for run_id, model, item_id, score, _, _ in rows if run_id is not None])
     release_of_run = {int(run_id): int(number) for run_id, _, _, _, _, number in rows if run_id is not None}
+    first_release: dict[int, int] = {}
+    for _, _, item_id, _, _, number in rows:
+        first_release[int(item_id)] = min(int(number), first_release.get(int(item_id), int(number)))
+    # An item's cohort: the first release it was served in, so that a release made harder as a whole is found so.
+    responses = Responses.of([(int(run_id), str(model), int(item_id), float(score)) for run_id, model, item_id, score, _, _ in rows if run_id is not None], cohort_of=first_release)
     scores: dict[int, list[float]] = defaultdict(list)
     for run_id, _, _, score, _, _ in rows:
         scores[int(run_id or 0)].append(float(score))
@@ -222,12 +226,12 @@ def _restored(fit: ScaleFit) -> tuple[ScaleParameters, list[ScaleParameters]]:
     """The fit's mode and draws, as parameters."""
     parameters = fit.parameters
     model_of_run = np.array(parameters["model_of_run"], dtype=np.int64)
-    items = len(parameters["items"])
-    mode = ScaleParameters.from_vector(np.array(parameters["mode"], dtype=np.float64), model_of_run, items=items)
+    items, models = len(parameters["items"]), len(parameters["models"])
+    mode = ScaleParameters.from_vector(np.array(parameters["mode"], dtype=np.float64), model_of_run, models=models, items=items)
     if not fit.draws or not fit.draw_count:
         return mode, []
     matrix = np.frombuffer(fit.draws, dtype=np.float32).reshape(fit.draw_count, -1).astype(np.float64)
-    return mode, [ScaleParameters.from_vector(row, model_of_run, items=items) for row in matrix]
+    return mode, [ScaleParameters.from_vector(row, model_of_run, models=models, items=items) for row in matrix]
 
 
 def eval_scale(session: Session, evaluation: Eval) -> EvalScale:

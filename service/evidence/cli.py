@@ -27,6 +27,7 @@ from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.settings import get_settings
 from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, err, fail, open_engine, out, progress_bar
+from service.evals.scale_cli import score_change_command
 from service.evidence.probe_execution import execute_probe
 from service.evidence.probes import prepare_probe, probe_read, require_probe
 from service.evidence.temporal_split import temporal_split
@@ -34,7 +35,8 @@ from service.evidence.temporal_split import temporal_split
 if TYPE_CHECKING:
     from goldenset_client import Client
 
-report_app = typer.Typer(help="Contamination evidence reports.", no_args_is_help=True)
+report_app = typer.Typer(help="Contamination evidence reports, and score changes split into the set and the model.", no_args_is_help=True)
+report_app.command("score-change")(score_change_command)
 
 
 def _chart_format(path: Path) -> Literal["svg", "png"]:

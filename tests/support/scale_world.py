@@ -70,7 +70,7 @@ def rolling_world(
     discrimination = np.exp(rng.normal(0, 0.3, len(difficulty)))
     runs: list[tuple[int, int]] = []
     for model in range(models):
-        span = int(rng.integers(1, max_span + 1))
+        span = int(rng.integers(1, min(max_span, releases) + 1))
         first = int(rng.integers(0, releases - span + 1))
         runs.extend((model, release) for release in range(first, first + span))
     for offset, (first, last) in enumerate(pinned):
@@ -85,4 +85,8 @@ def rolling_world(
         expected = 1 / (1 + np.exp(-discrimination[served] * (ability[model] - difficulty[served])))
         scores = rng.beta(np.maximum(expected * 8, 1e-3), np.maximum((1 - expected) * 8, 1e-3)) if graded else (rng.random(len(served)) < expected).astype(float)
         rows.extend((run_id, f"model-{model:02d}", int(item), float(score)) for item, score in zip(served, scores, strict=True))
-    return World(ability, difficulty, discrimination, release_items, runs, Responses.of(rows))
+    introduced: dict[int, int] = {}
+    for release, served in enumerate(release_items):
+        for item in served:
+            introduced.setdefault(int(item), release)
+    return World(ability, difficulty, discrimination, release_items, runs, Responses.of(rows, cohort_of=introduced))

@@ -1,0 +1,114 @@
+"""`goldenset scale` (refit an eval's common scale now, show it) and `goldenset report score-change`
+(a score change split into the set and the model), on the database or, where the API serves it,
+over `--url` (`service.evals.scale`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from sqlmodel import Session
+
+from schemas.scale import EvalScale, ScaleEstimate, ScoreChangePart, ScoreChangeReport
+from service.core.problems import ProblemError
+from service.core.remote import remote_client
+from service.core.terminal import err, fail, open_engine, out
+from service.evals.definitions import require_eval
+from service.evals.scale import eval_scale, refit, score_change_report
+
+scale_app = typer.Typer(help="The common scale of an eval's releases: refit it now, show it.", no_args_is_help=True)
+
+
+def _interval(found: ScaleEstimate, digits: int = 1) -> str:
+    return f"{found.value:.{digits}f} [{found.low:.{digits}f}, {found.high:.{digits}f}]"
+
+
+def print_scale(scale: EvalScale) -> None:
+    """The scale as tables: releases with their difficulty index, runs with ability and equated score."""
+    stale = " (stale: newer results wait for the next refit)" if scale.stale else ""
+    out.print(f"eval {scale.eval}: scale version {scale.version}, fitted {scale.fitted_at:%Y-%m-%d %H:%M} UTC on {scale.observations} results{stale}", highlight=False)
+    releases = Table("release", "scored items", "difficulty index [95%]", title="Releases (the mean model's expected score; lower is harder)")
+    for release in scale.releases:
+        releases.add_row(str(release.number), str(release.items), _interval(release.difficulty_index))
+    out.print(releases)
+    runs = Table("run", "model", "release", "mean score", "ability [95%]", f"equated on release {scale.reference_release} [95%]", title="Runs")
+    for run in scale.runs:
+        runs.add_row(str(run.id), run.model, str(run.release), f"{run.mean_score:.1f}", _interval(run.ability, 2), _interval(run.equated_score))
+    out.print(runs)
+    out.print(scale.note, highlight=False)
+
+
+@scale_app.command("refit")
+def refit_command(eval: Annotated[str, typer.Option("--eval", help="The eval whose scale to fit.")]) -> None:
+    """Fit the eval's scale now over its dev runs' per-item results (the scheduler does it every
+    GOLDENSET_SCALE_REFIT_SECONDS when results are newer), and store it as the next version."""
+    engine = open_engine()
+    with Session(engine) as session:
+        try:
+            evaluation = require_eval(session=session, name=eval)
+        except ProblemError as exc:
+            raise fail(exc.detail) from exc
+    fit = refit(engine, evaluation=evaluation)
+    if fit is None:
+        raise fail(f"eval {eval!r} has no per-item results of dev runs yet: post results to its runs first")
+    err.print(f"eval {eval}: scale version {fit.version} fitted on {fit.observations} results", highlight=False)
+
+
+@scale_app.command("show")
+def show_command(
+    eval: Annotated[str, typer.Option("--eval", help="The eval whose scale to show.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON instead.")] = False,
+) -> None:
+    """The eval's newest scale: releases with their difficulty index, runs with ability and equated score."""
+    with remote_client() as client:
+        if client is not None:
+            scale = EvalScale.model_validate(client.eval_scale(eval).model_dump(mode="json"))
+        else:
+            with Session(open_engine()) as session:
+                try:
+                    scale = eval_scale(session, require_eval(session=session, name=eval))
+                except ProblemError as exc:
+                    raise fail(exc.detail) from exc
+    if as_json:
+        out.print_json(scale.model_dump_json())
+    else:
+        print_scale(scale)
+
+
+def _part(name: str, part: ScoreChangePart) -> str:
+    verdict = "its interval excludes 0" if part.excludes_zero else "its interval includes 0"
+    return f"{name}: {part.value:+.1f} points [{part.low:+.1f}, {part.high:+.1f}] ({verdict})"
+
+
+def score_change_command(
+    run_a: Annotated[int, typer.Option("--run-a", help="The first run.")],
+    run_b: Annotated[int, typer.Option("--run-b", help="The second run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
+) -> None:
+    """Run B's score minus run A's, split into the part due to the set and the part due to the model."""
+    with remote_client() as client:
+        if client is not None:
+            report = ScoreChangeReport.model_validate(client.score_change(run_a, run_b).model_dump(mode="json"))
+        else:
+            with Session(open_engine()) as session:
+                try:
+                    report = score_change_report(session, run_a=run_a, run_b=run_b)
+                except ProblemError as exc:
+                    raise fail(exc.detail) from exc
+    if as_json:
+        out.print_json(report.model_dump_json())
+        return
+    first, second = report.run_a, report.run_b
+    out.print(f"eval {report.eval}, scale version {report.fit_version}", highlight=False)
+    for run in (first, second):
+        out.print(f"run {run.id} ({run.model}, release {run.release}): mean score {run.mean_score:.1f}", highlight=False)
+    out.print(f"observed change {report.observed_change:+.1f} points", highlight=False)
+    for name, part in (("expected change", report.total), ("due to the set", report.set), ("due to the model", report.model)):
+        out.print(_part(name, part), highlight=False)
+    out.print(report.wording, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `scale` to the `goldenset` app (`report score-change` is registered with the reports)."""
+    app.add_typer(scale_app, name="scale")
