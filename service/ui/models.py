@@ -27,7 +27,10 @@ from schemas.evals import Eval, Split
 from schemas.model_registry import Endpoint, EndpointRead, Model
 from schemas.release import Release
 from schemas.runs import Result, Run, RunItem
+from schemas.scale import RunScale, ScaleEstimate
 from service.core.problems import ProblemError
+from service.evals.definitions import get_eval
+from service.evals.scale import eval_scale, newest_fit
 from service.runs.model_registry import endpoint_read, list_endpoints, model_read, require_model
 from service.ui.history_chart import HistoryChart, HistoryPoint, history_chart
 from service.ui.pages import UiRefused, page, ui_router
@@ -40,14 +43,52 @@ RESULT_COLUMNS = ("run_id", "eval", "release", "endpoint", "run_created_at", "it
 
 
 @dataclass(frozen=True)
+class ScaleHistory:
+    """The model's runs on an eval's common scale (its newest fit): each run's equated score on
+    the reference release and its ability, the difficulty index of each release, and the chart
+    of the equated scores by release."""
+
+    version: int
+    stale: bool
+    reference_release: int
+    runs: list[RunScale]
+    difficulty: dict[int, ScaleEstimate]
+    chart: HistoryChart | None
+
+
+@dataclass(frozen=True)
 class EvalHistory:
-    """The model's runs on one eval, by release then run, with their chart."""
+    """The model's runs on one eval, by release then run, with their chart, and the model on the
+    eval's common scale when it has been fitted."""
 
     name: str
     rows: list[RunRow]
     chart: HistoryChart | None
     runs_url: str
     compare_url: str
+    scale: ScaleHistory | None = None
+
+
+def _scale_label(run: RunScale, reference: int) -> str:
+    equated = run.equated_score
+    return f"release {run.release}, run {run.id}: equated {equated.value:.1f} [{equated.low:.1f}, {equated.high:.1f}] on release {reference}, raw mean {run.mean_score:.1f}"
+
+
+def scale_history(session: Session, model: Model, eval_name: str) -> ScaleHistory | None:
+    """The model on the eval's newest scale fit, None when the eval has none or the model no run on it."""
+    evaluation = get_eval(session=session, name=eval_name)
+    if evaluation is None or newest_fit(session, evaluation) is None:
+        return None
+    scale = eval_scale(session, evaluation)
+    runs = sorted((run for run in scale.runs if run.model == model.name), key=lambda run: (run.release, run.id))
+    if not runs:
+        return None
+    points = [
+        HistoryPoint(run.release, run.equated_score.value / 100, run.equated_score.low / 100, run.equated_score.high / 100, "dev", _scale_label(run, scale.reference_release))
+        for run in runs
+    ]
+    difficulty = {release.number: release.difficulty_index for release in scale.releases}
+    return ScaleHistory(scale.version, scale.stale, scale.reference_release, runs, difficulty, history_chart(points))
 
 
 def _model(session: Session, name: str) -> Model:
@@ -76,7 +117,8 @@ def histories(session: Session, model: Model) -> list[EvalHistory]:
             for row in rows
             if row.summary.score.mean is not None
         ]
-        found.append(EvalHistory(name, rows, history_chart(points), runs_url("/ui/runs", eval=name, model=model.name), runs_url("/ui/runs/compare", eval=name, a=model.name)))
+        links = runs_url("/ui/runs", eval=name, model=model.name), runs_url("/ui/runs/compare", eval=name, a=model.name)
+        found.append(EvalHistory(name, rows, history_chart(points), *links, scale=scale_history(session, model, name)))
     return found
 
 

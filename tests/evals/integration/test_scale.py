@@ -30,6 +30,7 @@ from tests.conftest import TEST_SECRET_KEY
 from tests.eval_support import HashingEncoder, ingest_and_curate, kev_records
 from tests.run_support import auth, register, token
 from tests.support.command_line import command_line
+from tests.ui_support import make_token, sign_in
 
 ABILITY = {"weak": -1.0, "fair": 0.0, "good": 0.8, "strong": 1.6}
 
@@ -155,3 +156,16 @@ def test_the_command_line_refits_shows_and_splits_a_change(engine: Engine, datab
         assert "due to the model: +" in change.output and "its interval excludes 0" in change.output
         unknown = runner.invoke(app, ["scale", "refit", "--eval", "nope"])
         assert unknown.exit_code != 0 and "nope" in unknown.output
+
+
+def test_the_model_page_shows_its_runs_on_the_common_scale(engine: Engine, app: FastAPI, world: dict[tuple[str, int], int]) -> None:
+    with TestClient(app, follow_redirects=False) as browser:
+        reader, _ = make_token(engine, "reader", "read")
+        sign_in(browser, reader)
+        before = browser.get("/ui/models/good").text
+        assert "On the common scale" not in before
+        refit_stale(engine)
+        page = browser.get("/ui/models/good").text
+    assert "On the common scale of ops" in page and "scale version 1" in page and 'id="scale-chart-ops"' in page
+    for release in (1, 2):
+        assert f'data-scale-run="{world[("good", release)]}"' in page
