@@ -44,6 +44,9 @@ DISCRIMINATION_SPREAD = 0.2
 COHORT_SPREAD = 0.5
 """Prior spread of a cohort's mean difficulty: releases may differ this much as a whole."""
 MAX_ITERATIONS = 500
+MAX_DENSE_PARAMETERS = 6000
+"""Above this many parameters (about 2,800 items), `laplace_draws` uses each parameter's own
+curvature instead of the dense covariance (whose matrix would take 290 MB and more)."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,10 @@ def log_likelihood(parameters: ScaleParameters, run: IntArray, item: IntArray, s
     return float(np.sum(score * np.log(expected) + (1 - score) * np.log(1 - expected)))
 
 
+def parameter_count(responses: Responses) -> int:
+    return responses.models + responses.runs + 2 * responses.items + responses.cohorts
+
+
 def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rng: np.random.Generator) -> list[ScaleParameters]:
     """`draws` parameter sets from the Laplace approximation of the posterior at `mode`: a normal
     with the inverse of the Fisher information (the Bernoulli likelihood's p(1 - p) weights on the
@@ -273,20 +280,24 @@ def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rn
     values = np.stack([a, a, -a, z], axis=1).ravel()
     size = models + runs + 2 * items + cohorts
     gradient = sparse.csr_matrix((values, (rows, columns)), shape=(count, size))
-    information = (gradient.T @ sparse.diags(weight) @ gradient).toarray()
     spreads = [(models, 1.0), (runs, RUN_SPREAD), (items, DIFFICULTY_SPREAD), (items, DISCRIMINATION_SPREAD), (cohorts, COHORT_SPREAD)]
-    prior = np.concatenate([np.full(count, 1 / spread**2) for count, spread in spreads])
-    information[np.diag_indices(size)] += prior
-    # b_i ~ N(beta_c, s^2) ties each difficulty to its cohort's mean.
+    prior = np.concatenate([np.full(number, 1 / spread**2) for number, spread in spreads])
     item_columns = models + runs + np.arange(items)
     cohort_columns = models + runs + 2 * items + responses.cohorts_of_items
+    centre = _vector(mode)
+    if size > MAX_DENSE_PARAMETERS:
+        # Too many parameters for a dense covariance: each parameter's own curvature only (narrower
+        # intervals than the full covariance gives; `ScaleFit.method` says which was used).
+        curvature = np.asarray(gradient.multiply(gradient).T @ weight).ravel() + prior
+        np.add.at(curvature, cohort_columns, 1 / DIFFICULTY_SPREAD**2)
+        noise = rng.standard_normal((draws, size)) / np.sqrt(curvature)
+        return [ScaleParameters.from_vector(centre + row, responses.model_of_run, models=models, items=items) for row in noise]
+    information = (gradient.T @ sparse.diags(weight) @ gradient).toarray()
+    information[np.diag_indices(size)] += prior
+    # b_i ~ N(beta_c, s^2) ties each difficulty to its cohort's mean.
     np.add.at(information, (cohort_columns, cohort_columns), 1 / DIFFICULTY_SPREAD**2)
     np.add.at(information, (item_columns, cohort_columns), -1 / DIFFICULTY_SPREAD**2)
     np.add.at(information, (cohort_columns, item_columns), -1 / DIFFICULTY_SPREAD**2)
     factor, _ = cho_factor(information, lower=True)
-    centre = _vector(mode)
-    fits = []
-    for _ in range(draws):
-        vector = centre + solve_triangular(factor, rng.standard_normal(size), lower=True, trans="T")
-        fits.append(ScaleParameters.from_vector(vector, responses.model_of_run, models=models, items=items))
-    return fits
+    noise = solve_triangular(factor, rng.standard_normal((size, draws)), lower=True, trans="T")
+    return [ScaleParameters.from_vector(centre + noise[:, index], responses.model_of_run, models=models, items=items) for index in range(draws)]

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from curation.scale.equating import Estimate, difficulty_index, equated_score, estimate, expected_score, score_change
-from curation.scale.irt import Responses, ScaleParameters, fit_scale, laplace_draws
+from curation.scale.irt import MAX_DENSE_PARAMETERS, Responses, ScaleParameters, fit_scale, laplace_draws, parameter_count
 from schemas.common import utcnow
 from schemas.evals import Eval, Split
 from schemas.model_registry import Model
@@ -38,6 +38,8 @@ from service.core.problems import ProblemError
 
 logger = logging.getLogger("goldenset.scale")
 METHOD = "2pl-map-laplace/1"
+METHOD_DIAGONAL = "2pl-map-laplace-diagonal/1"
+"""The method of a fit too large for the dense covariance (`curation.scale.irt.MAX_DENSE_PARAMETERS`)."""
 DRAWS = 200
 SEED = 20_261_205
 WORDING = (
@@ -190,7 +192,7 @@ def refit(engine: Engine, *, evaluation: Eval) -> ScaleFit | None:
             eval_id=evaluation.id,
             version=(previous.version + 1) if previous is not None else 1,
             fitted_at=utcnow(),
-            method=METHOD,
+            method=METHOD if parameter_count(found.responses) <= MAX_DENSE_PARAMETERS else METHOD_DIAGONAL,
             results_through=found.results_through,
             observations=len(found.responses.score),
             log_posterior=mode.log_posterior,

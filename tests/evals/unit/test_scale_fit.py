@@ -65,3 +65,13 @@ def test_bad_results_are_refused_with_why() -> None:
         fit_scale(Responses.of([]))
     with pytest.raises(ValueError, match="no fitted item"):
         expected_score(fit_scale(Responses.of([(1, "m", 1, 1.0), (1, "m", 2, 0.0)])), 0.0, np.array([], dtype=np.int64))
+
+
+def test_a_fit_too_large_for_the_dense_covariance_still_gives_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = rolling_world(np.random.default_rng(11), releases=3, items_per_release=40, models=5)
+    mode = fit_scale(world.responses)
+    dense = laplace_draws(world.responses, mode, draws=300, rng=np.random.default_rng(1))
+    monkeypatch.setattr("curation.scale.irt.MAX_DENSE_PARAMETERS", 10)
+    diagonal = laplace_draws(world.responses, mode, draws=300, rng=np.random.default_rng(1))
+    spread = [np.std([draw.ability[0] for draw in draws]) for draws in (dense, diagonal)]
+    assert 0 < spread[1] <= spread[0] * 1.2
