@@ -169,3 +169,12 @@ def test_the_model_page_shows_its_runs_on_the_common_scale(engine: Engine, app: 
     assert "On the common scale of ops" in page and "scale version 1" in page and 'id="scale-chart-ops"' in page
     for release in (1, 2):
         assert f'data-scale-run="{world[("good", release)]}"' in page
+
+
+def test_the_releases_page_shows_each_releases_difficulty_index(engine: Engine, app: FastAPI, world: dict[tuple[str, int], int]) -> None:
+    refit_stale(engine)
+    with TestClient(app, follow_redirects=False) as browser:
+        reader, _ = make_token(engine, "reader", "read")
+        sign_in(browser, reader)
+        page = browser.get("/ui/evals/ops/releases").text
+    assert "Difficulty index [95%]" in page and "common scale (version 1" in page
