@@ -4,7 +4,9 @@ over `--url` (`service.evals.scale`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -16,6 +18,9 @@ from service.core.remote import remote_client
 from service.core.terminal import err, fail, open_engine, out
 from service.evals.definitions import require_eval
 from service.evals.scale import eval_scale, refit, score_change_report
+
+if TYPE_CHECKING:
+    from curation.scale.charts import ImageFormat
 
 scale_app = typer.Typer(help="The common scale of an eval's releases: refit it now, show it.", no_args_is_help=True)
 
@@ -55,10 +60,19 @@ def refit_command(eval: Annotated[str, typer.Option("--eval", help="The eval who
     err.print(f"eval {eval}: scale version {fit.version} fitted on {fit.observations} results", highlight=False)
 
 
+def _write_chart(chart: Path, draw: Callable[[ImageFormat], bytes]) -> None:
+    suffix = chart.suffix.lower().lstrip(".")
+    if suffix not in ("svg", "png"):
+        raise fail(f"--chart {chart}: name an .svg or .png file")
+    chart.write_bytes(draw("svg" if suffix == "svg" else "png"))
+    err.print(f"chart written to {chart}", highlight=False)
+
+
 @scale_app.command("show")
 def show_command(
     eval: Annotated[str, typer.Option("--eval", help="The eval whose scale to show.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON instead.")] = False,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
 ) -> None:
     """The eval's newest scale: releases with their difficulty index, runs with ability and equated score."""
     with remote_client() as client:
@@ -74,6 +88,10 @@ def show_command(
         out.print_json(scale.model_dump_json())
     else:
         print_scale(scale)
+    if chart is not None:
+        from curation.scale.charts import scale_chart  # matplotlib loads only when a chart is asked for
+
+        _write_chart(chart, lambda image_format: scale_chart(scale, image_format=image_format))
 
 
 def _part(name: str, part: ScoreChangePart) -> str:
@@ -85,6 +103,7 @@ def score_change_command(
     run_a: Annotated[int, typer.Option("--run-a", help="The first run.")],
     run_b: Annotated[int, typer.Option("--run-b", help="The second run.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
 ) -> None:
     """Run B's score minus run A's, split into the part due to the set and the part due to the model."""
     with remote_client() as client:
@@ -96,6 +115,10 @@ def score_change_command(
                     report = score_change_report(session, run_a=run_a, run_b=run_b)
                 except ProblemError as exc:
                     raise fail(exc.detail) from exc
+    if chart is not None:
+        from curation.scale.charts import score_change_chart
+
+        _write_chart(chart, lambda image_format: score_change_chart(report, image_format=image_format))
     if as_json:
         out.print_json(report.model_dump_json())
         return

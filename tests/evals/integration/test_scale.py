@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,7 +141,9 @@ def test_sealed_runs_stay_off_the_scale_and_mismatched_runs_are_refused(engine: 
     assert api.get("/v1/evals/ops/scale").status_code == 401
 
 
-def test_the_command_line_refits_shows_and_splits_a_change(engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch, world: dict[tuple[str, int], int]) -> None:
+def test_the_command_line_refits_shows_and_splits_a_change(
+    engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world: dict[tuple[str, int], int]
+) -> None:
     with command_line(database_url, monkeypatch, encoder=HashingEncoder(), wide=("service.evals.scale_cli",)) as runner:
         missing = runner.invoke(app, ["scale", "show", "--eval", "ops"])
         assert missing.exit_code != 0 and "goldenset scale refit --eval ops" in " ".join(missing.output.split())
@@ -154,6 +157,13 @@ def test_the_command_line_refits_shows_and_splits_a_change(engine: Engine, datab
         change = runner.invoke(app, ["report", "score-change", "--run-a", str(world[("weak", 1)]), "--run-b", str(world[("strong", 2)])])
         assert change.exit_code == 0, change.output
         assert "due to the model: +" in change.output and "its interval excludes 0" in change.output
+        drawn = runner.invoke(app, ["scale", "show", "--eval", "ops", "--chart", str(tmp_path / "scale.svg")])
+        assert drawn.exit_code == 0 and (tmp_path / "scale.svg").read_text(encoding="utf-8").startswith("<?xml")
+        pair = ["--run-a", str(world[("fair", 1)]), "--run-b", str(world[("fair", 2)])]
+        split = runner.invoke(app, ["report", "score-change", *pair, "--json", "--chart", str(tmp_path / "change.png")])
+        assert split.exit_code == 0 and (tmp_path / "change.png").read_bytes().startswith(b"\x89PNG")
+        wrong = runner.invoke(app, ["report", "score-change", *pair, "--chart", str(tmp_path / "change.txt")])
+        assert wrong.exit_code != 0 and ".svg or .png" in wrong.output
         unknown = runner.invoke(app, ["scale", "refit", "--eval", "nope"])
         assert unknown.exit_code != 0 and "nope" in unknown.output
 
