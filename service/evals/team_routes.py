@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from curation.team_review import ClaimScope, adjudicate, cast_vote, claim_batch, may_adjudicate, release_claims, team_review, withdraw_vote
+from curation.team_progress import team_review
+from curation.team_review import ClaimScope, adjudicate, cast_vote, claim_batch, may_adjudicate, release_claims, withdraw_vote
 from schemas.common import utcnow
 from schemas.review import Decision
 from schemas.team_review import ClaimBody, ClaimOutcome, RoundOutcome, TeamReview, VoteBody

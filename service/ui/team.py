@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from curation.team_review import team_review
+from curation.team_progress import team_review
 from schemas.common import utcnow
 from schemas.evals import Eval, EvalUpdate, ReviewAssignment
 from schemas.token import Scope

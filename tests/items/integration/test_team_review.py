@@ -15,15 +15,14 @@ from sqlmodel import Session, col, select
 
 from curation.refusals import Refused
 from curation.review import ReviewRefused, decide
+from curation.team_progress import fleiss_kappa, team_review
 from curation.team_review import (
     ClaimScope,
     adjudicate,
     assigned_reviewers,
     cast_vote,
     claim_batch,
-    fleiss_kappa,
     may_adjudicate,
-    team_review,
     withdraw_vote,
 )
 from curation.team_rounds import votes_needed
