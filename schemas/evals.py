@@ -18,6 +18,9 @@ from schemas.source import SOURCE_NAME_PATTERN
 DEFAULT_SCHEDULE = "0 3 1 * *"
 DEFAULT_SEALED_FRACTION = 0.20
 DEFAULT_SEALED_READ_BUDGET = 3
+DEFAULT_LINKING_SHARE = 0.3
+MAX_LINKING_SHARE = 0.9
+"""A release carries at most this share of its dev split from the release before: the rest is fresh."""
 MAX_AGE_DAYS = 36_500
 """A century: an older maximum age would reach before the dates anyone stores."""
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -90,6 +93,10 @@ class EvalSettings(SQLModel):
     reviewers: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
     adjudicators: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
     review_guidelines: str = Field(default="", sa_type=Text)
+    linking_share: float = Field(
+        default=DEFAULT_LINKING_SHARE, ge=0, le=MAX_LINKING_SHARE, description="Share of each release's dev split carried from the dev split of the release before (0: none)."
+    )
+    balance_composition: bool = Field(default=True, description="Take items so that each release's composition follows the release before; off: newest first.")
 
 
 class Eval(EvalSettings, table=True):
@@ -142,7 +149,8 @@ class _EvalInput(BaseModel):
 
 class EvalCreate(_EvalInput):
     """`POST /v1/evals`: a name and any settings (defaults: target 200, monthly on the 1st at
-    03:00 UTC, maximum age 365 days, 20% sealed, manual review, 3 sealed reads per release)."""
+    03:00 UTC, maximum age 365 days, 20% sealed, manual review, 3 sealed reads per release, 30%
+    of each release's dev split carried from the release before, composition balanced)."""
 
     name: str = pydantic.Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '.', '_' and '-'.")
     description: str = ""
@@ -161,6 +169,15 @@ class EvalCreate(_EvalInput):
     reviewers: list[PersonName] = pydantic.Field(default_factory=list, max_length=100, description="Round-robin: the people (token names) items are assigned to.")
     adjudicators: list[PersonName] = pydantic.Field(default_factory=list, max_length=100, description="Who decides disagreements (token names); none named: any admin.")
     review_guidelines: str = pydantic.Field(default="", max_length=MAX_GUIDELINES, description="Shown beside every item under review.")
+    linking_share: float = pydantic.Field(
+        default=DEFAULT_LINKING_SHARE,
+        ge=0,
+        le=MAX_LINKING_SHARE,
+        description="Share of each release's dev split carried from the dev split of the release before (the linking core), 0 to 0.9; 0 turns it off.",
+    )
+    balance_composition: bool = pydantic.Field(
+        default=True, description="Take items so that each release's shares by source, category, length band and age band follow the release before; false: newest first."
+    )
 
 
 class EvalUpdate(_EvalInput):
@@ -183,6 +200,8 @@ class EvalUpdate(_EvalInput):
     reviewers: list[PersonName] | None = pydantic.Field(default=None, max_length=100)
     adjudicators: list[PersonName] | None = pydantic.Field(default=None, max_length=100)
     review_guidelines: str | None = pydantic.Field(default=None, max_length=MAX_GUIDELINES)
+    linking_share: float | None = pydantic.Field(default=None, ge=0, le=MAX_LINKING_SHARE)
+    balance_composition: bool | None = None
 
 
 class EvalRead(BaseModel):
@@ -206,6 +225,8 @@ class EvalRead(BaseModel):
     reviewers: list[str] = []
     adjudicators: list[str] = []
     review_guidelines: str = ""
+    linking_share: float = DEFAULT_LINKING_SHARE
+    balance_composition: bool = True
     canary: str
     created_at: datetime
     updated_at: datetime

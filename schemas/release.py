@@ -55,6 +55,10 @@ class Release(SQLModel, table=True):
     # The near pairs split across dev and sealed when the release was written (`CrossSplitPair`
     # as JSON); None for releases written before near links were recorded.
     cross_split_pairs: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))
+    # What the release is made of (`ReleaseComposition` as JSON) and its linking core
+    # (`LinkingCore`); None for releases written before they were recorded.
+    composition: dict[str, Any] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))
+    linking: dict[str, Any] | None = Field(default=None, sa_column=Column(json_column_type(), nullable=True))
 
 
 class ReleaseItem(SQLModel, table=True):
@@ -131,6 +135,52 @@ class CrossSplitPair(BaseModel):
     score: float | None = None
 
 
+class StratumShare(BaseModel):
+    """One stratum of a release's composition: its name, how many items of the release fall in it,
+    and their share of the release (4 decimals)."""
+
+    value: str
+    count: int
+    share: float
+
+
+class ReleaseComposition(BaseModel):
+    """What a release is made of, by what is known of each item before any result exists
+    (`curation.releases.composition`): its `items` (both splits) by `source`, by `tag` (the
+    category: an item's first tag, `(none)` without one; at most 12 named, and only those its dev
+    items carry, the rest under `(other)`, so a sealed item's tags are never shown), by `length`
+    band of the input (characters) and by `age` band at the period's start (days).
+    `balanced_against`: the release whose shares rotation followed (null: the first release, or
+    the eval takes the newest items)."""
+
+    items: int
+    balanced_against: int | None = None
+    source: list[StratumShare]
+    tag: list[StratumShare]
+    length: list[StratumShare]
+    age: list[StratumShare]
+
+
+class LinkingCore(BaseModel):
+    """How much of a release's dev split was carried from the dev split of the release before
+    (`previous_release`, which had `previous_dev` dev items): `carried` of its `dev` items
+    (`carried_share`). The eval's `share` asked for `wanted` (the share of `dev`, rounded up);
+    `could_not_keep` are missing because the previous dev items that could have stayed had to
+    retire first, and `left_by_rule` counts the previous dev items that left by a rule (exposed,
+    aged out, rejected, ...) or were withheld for review, by reason. Sealed items are never carried
+    as the core."""
+
+    share: float
+    previous_release: int | None = None
+    previous_dev: int = 0
+    dev: int
+    carried: int
+    carried_share: float
+    wanted: int
+    could_not_keep: int = 0
+    left_by_rule: dict[str, int] = pydantic.Field(default_factory=dict)
+
+
 class ReleaseSummary(BaseModel):
     """A release without its item list. `withdrawn` is set once an admin withdrew it: it no
     longer counts as `latest`, and eval pipelines should not score against it."""
@@ -156,6 +206,12 @@ class ReleaseSummary(BaseModel):
         description="Near-linked dev-sealed pairs when the release was written (the goal: none; each is forced by earlier releases); null for releases written before near links.",
     )
     withdrawn: ReleaseWithdrawal | None = None
+    composition: ReleaseComposition | None = pydantic.Field(
+        default=None, description="Shares by source, category, length band and age band; null for releases written before compositions were recorded."
+    )
+    linking: LinkingCore | None = pydantic.Field(
+        default=None, description="The dev items carried from the release before (the linking core); null for releases written before it was recorded."
+    )
 
 
 class ManifestEntry(BaseModel):

@@ -1,21 +1,24 @@
 """Writing a release: the one place that decides what a new release of an eval holds and writes it.
 
-`write_release` plans the rotation (`curation.releases.rotation`), assigns each newcomer its split
-by the service-wide rule of `curation.releases.visibility` (a split once recorded in any eval is
-kept; a near group, `curation.releases.groups`, goes to one side: the side its released members
-hold, or otherwise the side any eval over a member's source seals its anchor to; seal keys are
-handed in by the caller), records the near pairs that still straddle the split (only those earlier
-releases forced), freezes every member's content as canonical JSON with its digest
+`write_release` plans the rotation (`curation.releases.rotation`: the linking core carried from the
+dev split of the release before, the rest balanced against that release's composition, both read
+by `curation.releases.linking`), assigns each newcomer its split by the service-wide rule of
+`curation.releases.visibility` (a split once recorded in any eval is kept; a near group,
+`curation.releases.groups`, goes to one side: the side its released members hold, or otherwise
+the side any eval over a member's source seals its anchor to; seal keys are handed in by the
+caller), records the near pairs that still straddle the split (only those earlier releases
+forced), freezes every member's content as canonical JSON with its digest
 (`curation.releases.content`: a sealed member's digest is keyed with the eval's seal key),
-computes both Merkle roots, and writes the release, its items, the membership changes and the
-audit event in the caller's session. It flushes and never commits: the caller holds the eval's refresh lock and
-commits the whole release in one transaction, so a refresh stopped at any point leaves no trace.
+computes both Merkle roots, records the release's composition and linking core, and writes the
+release, its items, the membership changes and the audit event in the caller's session. It
+flushes and never commits: the caller holds the eval's refresh lock and commits the whole release
+in one transaction, so a refresh stopped at any point leaves no trace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -23,8 +26,10 @@ from sqlalchemy import ColumnElement, func
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
+from curation.releases.composition import Strata, strata_of
 from curation.releases.content import canonical_json, content_digest, keyed_digest, merkle_root, released_content
 from curation.releases.groups import cross_split_pairs
+from curation.releases.linking import Basis, composition_record, linking_record, previous_basis
 from curation.releases.periods import Period
 from curation.releases.rotation import Candidate, RotationPlan, RotationPolicy, plan_rotation
 from curation.releases.visibility import SealKeyOf, sealed_item_ids
@@ -69,6 +74,7 @@ def rotation_policy(evaluation: Eval, period: Period) -> RotationPolicy:
         target_size=evaluation.target_size,
         admitted=frozenset(admitted),
         source_quotas=dict(evaluation.source_quotas),
+        linking_share=evaluation.linking_share,
     )
 
 
@@ -108,10 +114,33 @@ class Contents:
         return [(entry.item_id, entry.content_digest) for entry in self.frozen if entry.split == split.value]
 
 
-def _candidate(sourced: Sourced) -> Candidate:
+def _candidate(sourced: Sourced, split: str) -> Candidate:
     item = sourced.item
     assert item.id is not None
-    return Candidate(item_id=item.id, source=sourced.source, occurred_at=item.occurred_at, status=item.status, exposed=item.exposed_at is not None)
+    return Candidate(
+        item_id=item.id,
+        source=sourced.source,
+        occurred_at=item.occurred_at,
+        status=item.status,
+        exposed=item.exposed_at is not None,
+        split=split,
+        tags=tuple(item.tags),
+        length=len(item.input),
+    )
+
+
+def plan_release(session: Session, *, evaluation: Eval, period: Period, seal_key_of: SealKeyOf) -> tuple[Pool, RotationPlan, Basis]:
+    """Gather the pool of the eval's release of `period` (`gather_pool`) and plan its rotation
+    against the release before (`curation.releases.linking.previous_basis`). A never-released
+    item's split is asked (`sealed_item_ids`) only when the linking core needs to count the new
+    dev split."""
+    basis = previous_basis(session, evaluation=evaluation)
+    policy = replace(rotation_policy(evaluation, period), previous_dev=basis.dev, reference=basis.reference)
+    pool = gather_pool(session, evaluation=evaluation, policy=policy)
+    sealed = sealed_item_ids(session=session, item_ids=list(pool.fresh), seal_key_of=seal_key_of) if policy.linking_share and basis.dev else set()
+    current = [_candidate(pool.current[item_id], pool.memberships[item_id].split) for item_id in sorted(pool.current)]
+    fresh = [_candidate(pool.fresh[item_id], (Split.SEALED if item_id in sealed else Split.DEV).value) for item_id in sorted(pool.fresh)]
+    return pool, plan_rotation(policy, current, fresh), basis
 
 
 def _frozen(sourced: Sourced, split: str, seal_key: bytes) -> ReleaseItem:
@@ -155,18 +184,21 @@ def write_release(
     recorded split; a release that takes them lists them as `added` and becomes their first
     release. `audit_details` are added to the `release.create` audit event.
 
-    The steps: check the order of periods, gather the pool (`gather_pool`), plan the rotation,
-    decide and freeze the contents (`decide_contents`), then write the release row and its items
-    (`_add_release`), the membership changes (`_record_memberships`) and the audit event
-    (`_audit_release`)."""
+    The steps: check the order of periods, gather the pool and plan the rotation (`plan_release`),
+    decide and freeze the contents (`decide_contents`), then write the release row with its
+    composition and linking core, and its items (`_add_release`), the membership changes
+    (`_record_memberships`) and the audit event (`_audit_release`)."""
     assert evaluation.id is not None
     _check_order(session, evaluation=evaluation, period=period)
     number = last_number(session, evaluation=evaluation) + 1
-    policy = rotation_policy(evaluation, period)
-    pool = gather_pool(session, evaluation=evaluation, policy=policy)
-    plan = plan_rotation(policy, [_candidate(pool.current[item_id]) for item_id in sorted(pool.current)], [_candidate(pool.fresh[item_id]) for item_id in sorted(pool.fresh)])
+    pool, plan, basis = plan_release(session, evaluation=evaluation, period=period, seal_key_of=seal_key_of)
     held = decide_contents(session, evaluation=evaluation, pool=pool, plan=plan, seal_key_of=seal_key_of)
-    release = _add_release(session, evaluation=evaluation, period=period, number=number, now=now, plan=plan, held=held)
+    strata = {item_id: _strata(pool.sourced(item_id), period) for item_id in plan.members}
+    records = {
+        "composition": composition_record(strata, held.splits, basis=basis, balanced=plan.target is not None),
+        "linking": linking_record(plan.linking, held.splits, share=evaluation.linking_share, basis=basis),
+    }
+    release = _add_release(session, evaluation=evaluation, period=period, number=number, now=now, plan=plan, held=held, records=records)
     _record_memberships(session, evaluation=evaluation, number=number, now=now, plan=plan, pool=pool, held=held)
     _audit_release(session, evaluation=evaluation, release=release, period=period, plan=plan, held=held, actor=actor, now=now, audit_details=audit_details)
     session.flush()
@@ -214,9 +246,17 @@ def decide_contents(session: Session, *, evaluation: Eval, pool: Pool, plan: Rot
     return Contents(splits=splits, rejoined=rejoined, frozen=frozen)
 
 
-def _add_release(session: Session, *, evaluation: Eval, period: Period, number: int, now: datetime, plan: RotationPlan, held: Contents) -> Release:
+def _strata(sourced: Sourced, period: Period) -> Strata:
+    item = sourced.item
+    return strata_of(source=sourced.source, tags=item.tags, length=len(item.input), occurred_at=item.occurred_at, at=period.start)
+
+
+def _add_release(
+    session: Session, *, evaluation: Eval, period: Period, number: int, now: datetime, plan: RotationPlan, held: Contents, records: Mapping[str, dict[str, object]]
+) -> Release:
     """Add the release row (Merkle roots and counts of both splits, the near pairs straddling the
-    split, the diff) and its frozen items; flushed, so the release has its id."""
+    split, the diff, the composition and linking core `records`) and its frozen items; flushed, so
+    the release has its id."""
     assert evaluation.id is not None
     dev, sealed = held.digests(Split.DEV), held.digests(Split.SEALED)
     release = Release(
@@ -237,6 +277,8 @@ def _add_release(session: Session, *, evaluation: Eval, period: Period, number: 
             "retired": [{"item_id": item_id, "reason": reason.value} for item_id, reason in sorted(plan.retired.items())],
             "withheld": plan.withheld,
         },
+        composition=records["composition"],
+        linking=records["linking"],
     )
     session.add(release)
     session.flush()
@@ -275,7 +317,9 @@ def _audit_release(
     now: datetime,
     audit_details: Mapping[str, object] | None,
 ) -> None:
-    """The `release.create` audit event: the release, its period and counts, and `audit_details`."""
+    """The `release.create` audit event: the release, its period and counts (the linking core's
+    too), and `audit_details`."""
+    linking = release.linking or {}
     details = {
         "release": release.number,
         "period_start": period.start.isoformat(),
@@ -283,6 +327,8 @@ def _audit_release(
         "retired": len(plan.retired),
         "withheld": len(plan.withheld),
         "cross_split_pairs": len(release.cross_split_pairs or []),
+        "linking_carried": linking.get("carried", 0),
+        "linking_could_not_keep": linking.get("could_not_keep", 0),
     }
     details.update(audit_details or {})
     session.add(AuditEvent(actor=actor, action=AuditAction.RELEASE_CREATE, object_type="eval", object_id=evaluation.name, count=len(held.frozen), details=details, at=now))

@@ -45,6 +45,12 @@ def eval_create(
     sealed_fraction: Annotated[float | None, typer.Option("--sealed-fraction", help="Share of items sealed (default 0.20).")] = None,
     approval: Annotated[ApprovalPolicy | None, typer.Option(help="manual review, or auto-approve items dedup kept as unique.")] = None,
     sealed_read_budget: Annotated[int | None, typer.Option("--sealed-read-budget", help="Sealed reads allowed per release (default 3).")] = None,
+    linking_share: Annotated[
+        float | None, typer.Option("--linking-share", help="Share of each release's dev split carried from the release before, 0 to 0.9 (default 0.3; 0: none).")
+    ] = None,
+    balance: Annotated[
+        bool | None, typer.Option("--balance/--newest-first", help="Take new items so that each release's composition follows the release before (default), or the newest.")
+    ] = None,
     exist_ok: Annotated[bool, typer.Option("--exist-ok", help="Succeed without changes when the eval exists already.")] = False,
 ) -> None:
     """Define an eval (it gets a canary GUID and a secret seal key)."""
@@ -71,6 +77,8 @@ def eval_create(
         "sealed_fraction": sealed_fraction,
         "approval_policy": approval.value if approval else None,
         "sealed_read_budget": sealed_read_budget,
+        "linking_share": linking_share,
+        "balance_composition": balance,
     }
     document.update({key: value for key, value in options.items() if value is not None})
     try:

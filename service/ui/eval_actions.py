@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from schemas.evals import DEFAULT_SCHEDULE, DEFAULT_SEALED_FRACTION, DEFAULT_SEALED_READ_BUDGET, ApprovalPolicy, EvalCreate, ReviewAssignment
+from schemas.evals import DEFAULT_LINKING_SHARE, DEFAULT_SCHEDULE, DEFAULT_SEALED_FRACTION, DEFAULT_SEALED_READ_BUDGET, ApprovalPolicy, EvalCreate, ReviewAssignment
 from schemas.token import Scope
 from service.core.deps import WriteSessionDep
 from service.core.problems import ProblemError
@@ -43,6 +43,8 @@ FORM_DEFAULTS = {
     "sealed_fraction": f"{DEFAULT_SEALED_FRACTION:g}",
     "approval_policy": ApprovalPolicy.MANUAL.value,
     "sealed_read_budget": str(DEFAULT_SEALED_READ_BUDGET),
+    "linking_share": f"{DEFAULT_LINKING_SHARE:g}",
+    "balance_composition": "true",
     "reviewers_per_item": "1",
     "agreement_sample": "1",
     "review_assignment": ReviewAssignment.OPEN.value,
@@ -69,7 +71,7 @@ def eval_from_form(typed: dict[str, Any]) -> EvalCreate:
     """The eval the form asks for. Blank optional fields take `EvalCreate`'s defaults; a blank
     maximum age means no limit. Raises ValidationError naming each wrong field."""
     values: dict[str, Any] = {"name": typed["name"].strip(), "description": typed["description"].strip(), "sources": typed["sources"]}
-    for field in ("target_size", "schedule", "sealed_fraction", "approval_policy", "sealed_read_budget"):
+    for field in ("target_size", "schedule", "sealed_fraction", "approval_policy", "sealed_read_budget", "linking_share", "balance_composition"):
         if str(typed[field]).strip():
             values[field] = str(typed[field]).strip()
     values["max_age_days"] = str(typed["max_age_days"]).strip() or None
@@ -97,6 +99,8 @@ def create(
     sealed_fraction: Annotated[str, Form(max_length=20)] = "",
     approval_policy: Annotated[str, Form(max_length=20)] = "",
     sealed_read_budget: Annotated[str, Form(max_length=20)] = "",
+    linking_share: Annotated[str, Form(max_length=20)] = "",
+    balance_composition: Annotated[str, Form(max_length=20)] = "",
     reviewers_per_item: Annotated[str, Form(max_length=20)] = "",
     agreement_sample: Annotated[str, Form(max_length=20)] = "",
     review_assignment: Annotated[str, Form(max_length=20)] = "",
@@ -117,6 +121,8 @@ def create(
         "sealed_fraction": sealed_fraction,
         "approval_policy": approval_policy,
         "sealed_read_budget": sealed_read_budget,
+        "linking_share": linking_share,
+        "balance_composition": balance_composition,
         "reviewers_per_item": reviewers_per_item,
         "agreement_sample": agreement_sample,
         "review_assignment": review_assignment,

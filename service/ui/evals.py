@@ -36,6 +36,7 @@ from service.evals.releases import export_stream, list_releases, manifest, relea
 from service.evals.scale import eval_scale, newest_fit
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.refusals import shows_refusal
+from service.ui.release_composition import composition_of, linking_of, tables
 from service.ui.release_diff import LISTED, dev_items, diff_releases
 
 router = ui_router()
@@ -48,6 +49,8 @@ SETTINGS = {
     "max_age_days": "Maximum age (days)",
     "sealed_fraction": "Sealed fraction",
     "sealed_read_budget": "Sealed-read budget",
+    "linking_share": "Linking share",
+    "balance_composition": "Balanced composition",
     "sources": "Sources",
 }
 """The settings the form changes, by field, with their labels."""
@@ -109,6 +112,8 @@ def _form_values(evaluation: Eval) -> dict[str, str]:
         "max_age_days": "" if evaluation.max_age_days is None else str(evaluation.max_age_days),
         "sealed_fraction": f"{evaluation.sealed_fraction:g}",
         "sealed_read_budget": str(evaluation.sealed_read_budget),
+        "linking_share": f"{evaluation.linking_share:g}",
+        "balance_composition": "true" if evaluation.balance_composition else "false",
         "sources": ", ".join(evaluation.sources),
     }
 
@@ -181,6 +186,8 @@ def change_settings(
     max_age_days: Annotated[str | None, Form(max_length=20)] = None,
     sealed_fraction: Annotated[str | None, Form(max_length=20)] = None,
     sealed_read_budget: Annotated[str | None, Form(max_length=20)] = None,
+    linking_share: Annotated[str | None, Form(max_length=20)] = None,
+    balance_composition: Annotated[str | None, Form(max_length=20)] = None,
     sources: Annotated[str | None, Form(max_length=4000)] = None,
 ) -> Response:
     """Change the eval's settings (admin), in the request's unit of work; they apply from its next
@@ -193,6 +200,8 @@ def change_settings(
         "max_age_days": max_age_days,
         "sealed_fraction": sealed_fraction,
         "sealed_read_budget": sealed_read_budget,
+        "linking_share": linking_share,
+        "balance_composition": balance_composition,
         "sources": sources,
     }
     url = f"/ui/evals/{name}/releases"
@@ -244,6 +253,7 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
             hidden = {f"item {entry.item_id}:" for entry in sealed_entries}
             findings = [("a sealed item:" + finding.split(":", 1)[1]) if finding.split(":", 1)[0] + ":" in hidden else finding for finding in findings]
         dev = dev_items(session, release=release, offset=offset, secret_key=key)
+        composition = composition_of(release)
         context = {
             "evaluation": evaluation,
             "release": release,
@@ -254,6 +264,9 @@ def release_page(request: Request, name: str, ref: str, offset: Annotated[int, Q
             "sealed_entries": sealed_entries if _sees_sealed(who) else [],
             "used": sealed_reads_used(session=session, release=release),
             "previous": release.number - 1 if release.number > 1 else None,
+            "composition": tables([composition]),
+            "balanced_against": composition.balanced_against if composition else None,
+            "linking": linking_of(release),
         }
     _audit_shown(request, who, object_id=f"{evaluation.name}/{release.number}", item_ids=[entry.item_id for entry in dev.entries], action=AuditAction.RELEASE_ITEMS_READ)
     return page(request, "release.html", context)

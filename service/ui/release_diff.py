@@ -8,6 +8,8 @@ and `withheld` the members the writer left out of `b` only while they wait for r
 rows (`EvalItem`: first release, retired release and reason). Titles come from the content the
 releases froze, and only for items outside every sealed slice
 (`curation.releases.visibility`); entries are listed up to `LISTED` a section, the rest counted.
+The view also sets the two releases' recorded compositions side by side, the newer one's linking
+core, and how many dev items both hold (`service.ui.release_composition`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from curation.releases.periods import Period
 from curation.releases.writer import admissible, rotation_policy
 from schemas.evals import Eval, EvalItem, RetireReason, Split
 from schemas.item import Item
-from schemas.release import Release, ReleaseItem
+from schemas.release import LinkingCore, Release, ReleaseItem
 from schemas.source import Source
 from service.items.shaping import withheld
+from service.ui.release_composition import DimensionTable, composition_of, linking_of, tables
 
 LISTED = 500
 """Entries listed in one section of a diff, or on one page of a release's dev items; the rest are counted."""
@@ -37,7 +40,7 @@ CHUNK = 2_000
 REASONS = {
     RetireReason.AGED_OUT.value: "aged out: older than the maximum age, or before the eval's earliest date",
     RetireReason.EXPOSED.value: "exposed: sent to an endpoint that may train on it",
-    RetireReason.DISPLACED.value: "displaced by newer items (target size or a source quota)",
+    RetireReason.DISPLACED.value: "displaced: no place left (target size, a source quota or the balance of the composition)",
     RetireReason.REJECTED.value: "rejected in review",
     RetireReason.DUPLICATE.value: "found to duplicate another item",
     RetireReason.CONTAMINATED.value: "found in public data (contaminated)",
@@ -82,6 +85,12 @@ class DiffView:
     not_taken: int
     shown: list[int]
     """The ids whose frozen content (title, date) the view shows: the page audits their read."""
+    composition: list[DimensionTable] = field(default_factory=list)
+    """Both releases' recorded shares, `a` then `b` (empty when neither recorded them)."""
+    dev_in_both: int = 0
+    """Items both releases hold in their dev split."""
+    linking: LinkingCore | None = None
+    """The newer release's linking core, when it was written right after the older one."""
 
     @property
     def forward(self) -> bool:
@@ -205,7 +214,12 @@ def diff_releases(session: Session, *, evaluation: Eval, a: Release, b: Release,
         withheld=_section(held, waiting, may_see_sealed=may_see_sealed, hidden_anyway=hidden_anyway),
         not_taken=not_taken(session, evaluation=evaluation, release=b),
         shown=[],
+        composition=tables([composition_of(a), composition_of(b)]),
+        dev_in_both=sum(split == Split.DEV.value and in_b.get(item_id, ("",))[0] == Split.DEV.value for item_id, (split, _) in in_a.items()),
     )
+    core = linking_of(newer)
+    if core is not None and core.previous_release == older.number and older.number != newer.number:
+        view.linking = core
     before_b = [release_id for release_id in session.exec(select(Release.id).where(Release.eval_id == evaluation.id, Release.number < b.number)).all() if release_id is not None]
     assert a.id is not None and b.id is not None
     view.shown = _with_titles(session, view.added, [b.id]) + _with_titles(session, view.retired, [a.id]) + _with_titles(session, view.withheld, before_b)

@@ -70,7 +70,9 @@ def _members(engine: Engine, release: Release) -> list[str]:
 def test_manual_review_gates_entry_and_rotation_retires_with_reasons(engine: Engine) -> None:
     ingest_and_curate(engine, "kev", [kev(n, f"2024-0{1 + n % 5}-1{n % 10}") for n in range(1, 11)])
     ids = _ids(engine)
-    _eval(engine, target_size=4, max_age_days=60)
+    # Newest first, no linking core: the rules of rotation alone (the core and the balance are
+    # tests/evals/integration/test_linking.py's).
+    _eval(engine, target_size=4, max_age_days=60, linking_share=0, balance_composition=False)
     with write_transaction(engine) as session:
         outcome = review_batch(
             session=session,

@@ -79,6 +79,7 @@ def test_an_admin_creates_an_eval_and_refreshes_it_from_the_browser(browser: Tes
         ({"sealed_fraction": "1.5"}, "sealed fraction"),
         ({"name": "Bad Name!"}, "name"),
         ({"target_size": "0"}, "target size"),
+        ({"linking_share": "0.95"}, "linking share"),
     ],
 )
 def test_a_refused_form_comes_back_as_typed_and_creates_nothing(browser: TestClient, engine: Engine, change: dict[str, object], says: str) -> None:

@@ -19,7 +19,8 @@ votes), `claim` (each reviewer claims a batch), `round_robin` (each item assigne
 class EvalCreate(_Request):
     """`POST /v1/evals`: a name and any settings (defaults: target 200, monthly on the 1st at 03:00
     UTC, maximum age 365 days, 20% sealed, manual review by one person's decision, 3 sealed reads
-    per release). Team review: `reviewers_per_item` votes (1 to 5) that must agree, asked of an
+    per release, 30% of each release's dev split carried from the release before, composition
+    balanced). Team review: `reviewers_per_item` votes (1 to 5) that must agree, asked of an
     `agreement_sample` share of the items; the queue shared by `review_assignment` (`reviewers`
     by token name for round-robin); disagreements decided by `adjudicators` (none: any admin)."""
 
@@ -40,6 +41,8 @@ class EvalCreate(_Request):
     reviewers: list[str] = Field(default_factory=list)
     adjudicators: list[str] = Field(default_factory=list)
     review_guidelines: str = ""
+    linking_share: float = 0.3
+    balance_composition: bool = True
 
 
 class EvalRead(_Response):
@@ -64,6 +67,8 @@ class EvalRead(_Response):
     reviewers: list[str] = Field(default_factory=list)
     adjudicators: list[str] = Field(default_factory=list)
     review_guidelines: str = ""
+    linking_share: float = 0.3
+    balance_composition: bool = True
     canary: str
     created_at: datetime
     updated_at: datetime
@@ -96,6 +101,8 @@ class EvalUpdate(_Request):
     reviewers: list[str] | None = None
     adjudicators: list[str] | None = None
     review_guidelines: str | None = None
+    linking_share: float | None = None
+    balance_composition: bool | None = None
 
 
 class ExportMetadata(_Response):
@@ -181,6 +188,46 @@ class CrossSplitPair(_Response):
     score: float | None = None
 
 
+class StratumShare(_Response):
+    """One stratum of a release's composition: its name, how many of the release's items fall in it,
+    and their share."""
+
+    value: str
+    count: int
+    share: float
+
+
+class ReleaseComposition(_Response):
+    """What a release is made of, by what is known of each item before any result: its `items` by
+    source, by category (`tag`: an item's first tag; only categories its dev items carry are named,
+    the rest count under `(other)`), by length band of the input and by age band at the period's
+    start. `balanced_against`: the release whose shares rotation followed (None: none)."""
+
+    items: int
+    balanced_against: int | None = None
+    source: list[StratumShare]
+    tag: list[StratumShare]
+    length: list[StratumShare]
+    age: list[StratumShare]
+
+
+class LinkingCore(_Response):
+    """The dev items carried from the dev split of the release before (`previous_release`):
+    `carried` of `dev` (`carried_share`); the eval's `share` asked for `wanted`, `could_not_keep`
+    are missing because the items that could have stayed had to retire, `left_by_rule` counts the
+    previous dev items that left by a rule, by reason."""
+
+    share: float
+    previous_release: int | None = None
+    previous_dev: int = 0
+    dev: int
+    carried: int
+    carried_share: float
+    wanted: int
+    could_not_keep: int = 0
+    left_by_rule: dict[str, int] = Field(default_factory=dict)
+
+
 class ReleaseWithdrawal(_Response):
     """Who withdrew a release, when and why."""
 
@@ -207,6 +254,8 @@ class ReleaseSummary(_Response):
     diff: ReleaseDiff
     cross_split_pairs: list[CrossSplitPair] | None = None  # None: written before near links were recorded
     withdrawn: ReleaseWithdrawal | None = None
+    composition: ReleaseComposition | None = None  # None: written before compositions were recorded
+    linking: LinkingCore | None = None  # None: written before the linking core was recorded
 
 
 class RefreshResult(_Response):
@@ -253,6 +302,8 @@ class ReleaseManifest(_Response):
     diff: ReleaseDiff
     cross_split_pairs: list[CrossSplitPair] | None = None  # None: written before near links were recorded
     withdrawn: ReleaseWithdrawal | None = None
+    composition: ReleaseComposition | None = None  # None: written before compositions were recorded
+    linking: LinkingCore | None = None  # None: written before the linking core was recorded
     items: list[ManifestEntry]
 
 
