@@ -25,6 +25,10 @@ input fails the test, with the operation, the field and the reason. The conditio
   free-form objects judged by the connector they name (third-party connectors add their own).
 - `conflicting_filters`, `eval_or_corpus`: query parameters that exclude each other (or need one
   of two); OpenAPI states each parameter alone.
+- `not_on_scale`, `two_evals`, `sealed_run`: the runs of a score change must be of one eval, dev
+  runs, and held by its stored scale fit; stored facts.
+- `invalid_team`: an eval's team settings must be able to settle an item (round-robin needs as
+  many named reviewers as votes, team review needs manual approval); a relation between fields.
 - `same_item`, `no_change`, `repeated_items`, `duplicate`, `conflict`, `idempotency_conflict`:
   a path id against a body id, a change against the stored item, entries of a list against each
   other (objects that differ only in their score), a key against the run it started.
@@ -69,7 +73,7 @@ SCHEMA_FREE_REASONS = frozenset(
     {
         "unknown_source", "reference_source", "source_not_in_eval", "not_a_corpus", "not_in_run", "unknown_item",
         "endpoint_model_mismatch", "no_cutoff", "too_few_items", "future_period", "invalid_cursor", "invalid_schedule",
-        "invalid_mapping", "invalid_connector", "conflicting_filters", "eval_or_corpus",
+        "invalid_mapping", "invalid_connector", "conflicting_filters", "eval_or_corpus", "not_on_scale", "two_evals", "sealed_run", "invalid_team",
         "same_item", "no_change", "repeated_items", "duplicate", "conflict", "idempotency_conflict", "nul_character",
     }
 )  # fmt: skip

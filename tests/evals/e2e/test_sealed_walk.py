@@ -69,8 +69,17 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
     # Every GET endpoint answered something; only the admin's audit and the curators' low-margin
     # duplicates, review queue and review team refused the reader outright. (The temporal-split
-    # report needs `model` and `eval` or `corpus` in the query: 422 without them.)
-    expected_refusals = {"/v1/audit", "/v1/dedup/low-margin", "/v1/evals/{name}/review-queue", "/v1/evals/{name}/review/team", "/v1/reports/temporal-split"}
+    # report needs `model` and `eval` or `corpus` in the query: 422 without them; this world has
+    # no scale fitted, so the scale answers 404 and a score change 422.)
+    expected_refusals = {
+        "/v1/audit",
+        "/v1/dedup/low-margin",
+        "/v1/evals/{name}/review-queue",
+        "/v1/evals/{name}/review/team",
+        "/v1/reports/temporal-split",
+        "/v1/evals/{name}/scale",
+        "/v1/reports/score-change",
+    }
     assert {template for template, codes in statuses.items() if 200 not in codes} == expected_refusals
     # The review queue is the curators': a `curate` token without `sealed` pages through it, and its
     # text filter finds nothing by a sealed item's title or input.

@@ -154,7 +154,7 @@ def test_scheduler_runs_due_pulls_once_per_interval(engine: Engine, jira: Replay
             time.sleep(0.1)
         job = scheduler.scheduler.get_job("pull:due")
         assert job is not None and job.coalesce and job.max_instances == 1
-        assert {job.id for job in scheduler.scheduler.get_jobs()} == {"sync-source-jobs", "curate", "pull:due"}
+        assert {job.id for job in scheduler.scheduler.get_jobs()} == {"sync-source-jobs", "curate", "scale", "pull:due"}
         with Session(engine) as session:
             source = session.exec(select(Source).where(Source.name == "due")).one()
             source.status = "auth_failed"
