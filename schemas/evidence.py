@@ -1,5 +1,6 @@
 """Contamination evidence: the inputs a caller hands over (per-item results, items to probe, the
-endpoint to probe) and the reports that come back (temporal split, completion probe).
+endpoint to probe) and the reports that come back (temporal split, completion probe, public-score
+inflation).
 
 Every report is evidence about one score for one model, never a verdict: each carries a
 `statement` that says so and names the sensible action on a positive result.
@@ -28,7 +29,8 @@ class EvidenceWarning(BaseModel):
 
     Codes: `small_half`, `underpowered`, `difficulty_drift`, `human_success_partial`,
     `small_control_band`, `small_pre_cutoff_band`, `probe_failures`, `items_not_cut`, `length_drift`,
-    `augmented_endpoint`.
+    `augmented_endpoint`, `few_reference_models`, `outside_reference_range`, `partial_coverage`,
+    `reference_scatter`.
     """
 
     code: str
@@ -119,6 +121,71 @@ class TemporalSplitReport(BaseModel):
     bootstrap_resamples: int
     permutation_resamples: int
     monthly: list[MonthlyPoint]
+    warnings: list[EvidenceWarning]
+    summary: str
+    statement: str
+
+
+# --- public-score inflation -----------------------------------------------------------------
+
+
+class ReferenceModelScore(BaseModel):
+    """One reference model of a public-inflation report: its mean score on the target's private and
+    public items (over the `private_items` and `public_items` of them it was scored on), and
+    `difference_from_others`: its public score minus what the line through the other reference
+    models predicts from its private score (how far models that nobody suspects stray from the line)."""
+
+    model: str
+    private_score: float
+    public_score: float
+    private_items: int
+    public_items: int
+    difference_from_others: float
+
+
+class InflationFit(BaseModel):
+    """The relation fitted across reference models: probit(public) = intercept + slope · probit(private),
+    least squares with each model counted once, `slope` held at 0 or above (a better private score
+    never predicts a worse public one)."""
+
+    link: Literal["probit", "logit", "identity"]
+    intercept: float
+    slope: float
+
+
+class PublicInflationReport(BaseModel):
+    """Is the model's score on a public corpus higher than its score on the private eval predicts,
+    judged by how the reference models' public scores follow their private ones?
+
+    `difference` is public_score − predicted_public_score in score units (0.10: ten points), positive
+    where the public score is higher than predicted. `interval` is a percentile bootstrap interval at
+    1 − 2·alpha (90% at alpha 0.05), so its low end is the one-sided bound at `alpha`; every draw
+    resamples the private items, the public items and the reference models. `p_value` is the
+    one-sided bootstrap p-value, the share of draws (counting the observed one) in which the
+    difference is 0 or below. `flagged` is true only where the difference is positive and
+    `p_value < alpha`. `reference_private_low`/`high` bound the reference models' private scores: a
+    target outside them is predicted by extrapolation (warned).
+    """
+
+    kind: Literal["public_inflation"] = "public_inflation"
+    model: str
+    eval: str
+    corpus: str
+    alpha: float
+    private_score: float
+    private_items: int
+    public_score: float
+    public_items: int
+    predicted_public_score: float
+    difference: float
+    interval: Interval
+    p_value: float
+    flagged: bool
+    fit: InflationFit
+    reference_private_low: float
+    reference_private_high: float
+    references: list[ReferenceModelScore]
+    bootstrap_resamples: int
     warnings: list[EvidenceWarning]
     summary: str
     statement: str

@@ -23,6 +23,22 @@ def evidence_statement(*, what: str, model: str, corpus: str, cutoff: date, n_af
     )
 
 
+def public_inflation_statement(*, model: str, corpus: str, eval_name: str, references: int, private_items: int) -> str:
+    """The statement of the public-inflation report: evidence about one score (the model's score on
+    the public `corpus`), judged against `references` other models, never a verdict; and that the
+    sensible action on a positive result is to decide on the private eval (`private_items` items).
+    """
+    return (
+        f"This is evidence about one score (the public score on {corpus}) for one model ({model}), judged against how "
+        f"{references} other models' public scores follow their scores on the private eval {eval_name}; it is not an accusation "
+        "that the model was trained on the public benchmark, and not a verdict on the model. A public score can sit above "
+        "the line for innocent reasons too: the benchmark may reward skills or a format the private eval does not test, "
+        "and the reference models may differ from this one in ways their scores do not show. The sensible action on a "
+        f"positive result is to base decisions on the private eval ({private_items} items here), whose fresh, unpublished "
+        "items a model is far less likely to have trained on, rather than on the public score."
+    )
+
+
 def points(value: float) -> str:
     """A score difference in points with its sign: 0.105 -> '+10.5 points'."""
     return f"{value * 100:+.1f} points"
