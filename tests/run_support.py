@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -34,10 +35,12 @@ class Released:
     sealed: list[int]
 
 
-def released_eval(engine: Engine, *, count: int = 40, name: str = "ops", sealed_fraction: float = 0.3, budget: int = 2) -> Released:
-    """Ingest `count` KEV records of early 2024, curate them, define an eval taking every unique
-    item, and write its first release."""
-    ingest_and_curate(engine, "kev", kev_records(since="2024-01-01", until="2024-05-01")[:count])
+def released_eval(
+    engine: Engine, *, count: int = 40, name: str = "ops", sealed_fraction: float = 0.3, budget: int = 2, records: list[dict[str, Any]] | None = None
+) -> Released:
+    """Ingest `count` KEV records of early 2024 (or `records`, KEV records dated before June
+    2024), curate them, define an eval taking every unique item, and write its first release."""
+    ingest_and_curate(engine, "kev", kev_records(since="2024-01-01", until="2024-05-01")[:count] if records is None else records)
     with write_transaction(engine) as session:
         data = EvalCreate(name=name, sources=["kev"], approval_policy="auto", max_age_days=None, sealed_fraction=sealed_fraction, sealed_read_budget=budget, target_size=500)
         create_eval(session=session, data=data, secret_key=TEST_SECRET_KEY, actor="test", key=KEY)

@@ -1,6 +1,7 @@
 """Charts of the evidence reports, drawn from the report models alone (so the service can redraw a
-stored report): the temporal split as a monthly series around the cutoff, and a completion probe
-as the similarity of pre-cutoff items against the control band.
+stored report): the temporal split as a monthly series around the cutoff, a completion probe
+as the similarity of pre-cutoff items against the control band, and the public-inflation report as
+the reference models' private and public scores with the fitted line and the model against it.
 
 Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global figure state: safe in
 a server's threads). Returns SVG or PNG bytes; the same report gives the same bytes.
@@ -19,9 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
+from scipy.special import expit, logit, ndtr, ndtri
 
 from curation.evidence.wording import p_text, points
-from schemas.evidence import MonthHalf, ProbeReport, SimilarityMetric, TemporalSplitReport, cutoff_instant
+from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, SimilarityMetric, TemporalSplitReport, cutoff_instant
 
 ImageFormat = Literal["svg", "png"]
 
@@ -31,6 +33,7 @@ STRADDLE_COLOUR = "#8c8c8c"
 FLAG_COLOUR = "#b2182b"
 HALF_COLOURS: dict[MonthHalf, str] = {"before_cutoff": BEFORE_COLOUR, "after_cutoff": AFTER_COLOUR, "straddles_cutoff": STRADDLE_COLOUR}
 FOOTNOTE = "Evidence about one score for one model, not an accusation. On a positive result, decide on items dated after the cutoff."
+INFLATION_FOOTNOTE = "Evidence about one score for one model, not an accusation. On a positive result, decide on the private eval."
 _STYLE: dict[Any, Any] = {
     "date.epoch": "1970-01-01T00:00:00",
     "svg.hashsalt": "goldenset-evidence",
@@ -78,9 +81,9 @@ def _date_axis(axes: Axes) -> None:
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
 
 
-def _titles(figure: Figure, headline: str, detail: str, flagged: bool) -> None:
+def _titles(figure: Figure, headline: str, detail: str, flagged: bool, footnote: str = FOOTNOTE) -> None:
     figure.suptitle(f"{headline}\n{detail}", fontsize=10, color=FLAG_COLOUR if flagged else "black", x=0.01, ha="left")
-    figure.supxlabel(FOOTNOTE, fontsize=7.5, color="#555555", x=0.01, ha="left")
+    figure.supxlabel(footnote, fontsize=7.5, color="#555555", x=0.01, ha="left")
 
 
 LEGEND_DROP = 2.6
@@ -218,3 +221,49 @@ def probe_chart(report: ProbeReport, *, metric: SimilarityMetric | None = None, 
             comparison.flagged,
         )
         return _render(figure, image_format, dpi)
+
+
+def _line_at(fit: InflationFit, private: np.ndarray) -> np.ndarray:
+    """The fitted public score at each private score (as `curation.scale.inflation` fits it)."""
+    if fit.link == "identity":
+        return np.asarray(np.clip(fit.intercept + fit.slope * private, 0.0, 1.0))
+    forward, back = (ndtri, ndtr) if fit.link == "probit" else (logit, expit)
+    return np.asarray(back(fit.intercept + fit.slope * forward(private)))
+
+
+def public_inflation_chart(report: PublicInflationReport, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
+    """Each reference model's private score against its public score, the line fitted through them,
+    and the model: its observed public score, the score the line predicts for it, and the gap."""
+    with matplotlib.rc_context(_STYLE):
+        figure = Figure(figsize=(7.5, 5.6), layout="constrained")
+        axes = figure.subplots()
+        assert isinstance(axes, Axes)
+        private = np.array([reference.private_score for reference in report.references])
+        public = np.array([reference.public_score for reference in report.references])
+        low = max(0.005, min(float(private.min()), report.private_score) - 0.05)
+        high = min(0.995, max(float(private.max()), report.private_score) + 0.05)
+        grid = np.linspace(low, high, 200)
+        axes.plot(grid, _line_at(report.fit, grid), color="#777777", linewidth=1.2, label=f"line through {len(report.references)} reference models ({report.fit.link})", zorder=1)
+        axes.scatter(private, public, s=28, color=BEFORE_COLOUR, alpha=0.85, edgecolors="white", linewidths=0.5, label="reference models", zorder=2)
+        for reference in report.references:
+            axes.annotate(reference.model, xy=(reference.private_score, reference.public_score), xytext=(4, 3), textcoords="offset points", fontsize=7, color="#444444")
+        colour = FLAG_COLOUR if report.flagged else AFTER_COLOUR
+        axes.vlines(report.private_score, report.predicted_public_score, report.public_score, colors=colour, linewidth=1.4, zorder=3)
+        at = ([report.private_score], [report.predicted_public_score])
+        axes.scatter(*at, s=46, facecolors="white", edgecolors=colour, linewidths=1.4, label="predicted for the model", zorder=4)
+        axes.scatter([report.private_score], [report.public_score], s=56, color=colour, marker="D", label=f"{report.model}: observed", zorder=5)
+        axes.set_ylim(*score_limits([*public.tolist(), report.public_score, report.predicted_public_score]))
+        axes.set_xlabel(f"score on the private eval {report.eval}")
+        axes.set_ylabel(f"score on the public corpus {report.corpus}")
+        axes.legend(fontsize=7.5, frameon=False, loc="lower right")
+        verdict = "public score higher than chance explains" if report.flagged else "no gap beyond chance"
+        _titles(
+            figure,
+            f"{report.model} on {report.corpus} against {report.eval}: {verdict}",
+            f"difference {points(report.difference)} ({report.interval.level:.0%} interval {report.interval.low * 100:+.1f} to {report.interval.high * 100:+.1f}), "
+            f"one-sided bootstrap {p_text(report.p_value)}",
+            report.flagged,
+            INFLATION_FOOTNOTE,
+        )
+        return _render(figure, image_format, dpi)
+

@@ -1,7 +1,8 @@
-"""The per-item results a temporal-split report compares, gathered from the database: a model's
-scores in an eval's runs, or the results uploaded for it on a registered public corpus.
+"""The per-item results evidence reports compare, gathered from the database: a model's scores in
+an eval's runs, or the results uploaded for it on a registered public corpus (the temporal split);
+and every model's scores in an eval's dev runs and on a corpus (the public-inflation report).
 
-An item scored in several runs counts once, with the mean of its scores (the report needs one
+An item scored in several runs counts once, with the mean of its scores (the reports need one
 result per item). Human success is stored as the share of people who solved an item; the report
 counts an item as solved by people where that share is at least one half.
 """
@@ -13,11 +14,12 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import numpy as np
+from sqlalchemy import func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
 from schemas.corpus_results import CorpusResult
-from schemas.evals import Eval
+from schemas.evals import Eval, Split
 from schemas.evidence import ItemResult
 from schemas.item import Item
 from schemas.model_registry import Model
@@ -67,3 +69,36 @@ def corpus_item_results(*, session: Session, corpus: Source, model: Model) -> li
         .where(col(Item.source_id) == corpus.id, col(CorpusResult.model_id) == model.id)
     ).all()
     return _one_per_item((external_id, at, score, human) for external_id, at, score, human in rows)
+
+
+ScoresByModel = dict[int, dict[int, float]]
+"""Model id → item id → the model's (mean) score on the item."""
+
+
+def dev_scores_by_model(*, session: Session, evaluation: Eval) -> ScoresByModel:
+    """Every model's scores on the eval's items over its dev runs only (an item scored in several
+    dev runs, of one release or several, counts once with its mean). Sealed runs never count: their
+    per-item results are for the sealed scope, and these scores feed reports a read token gets."""
+    rows = session.execute(
+        sa_select(col(Run.model_id), col(Result.item_id), func.avg(col(Result.score)))
+        .join(Run, col(Run.id) == col(Result.run_id))
+        .where(col(Run.eval_id) == evaluation.id, col(Run.split) == Split.DEV.value)
+        .group_by(col(Run.model_id), col(Result.item_id))
+    ).all()
+    scores: ScoresByModel = defaultdict(dict)
+    for model_id, item_id, score in rows:
+        scores[int(model_id)][int(item_id)] = float(score)
+    return dict(scores)
+
+
+def corpus_scores_by_model(*, session: Session, corpus: Source) -> ScoresByModel:
+    """Every model's uploaded scores on the corpus's items (one per model and item)."""
+    rows = session.execute(
+        sa_select(col(CorpusResult.model_id), col(CorpusResult.item_id), col(CorpusResult.score))
+        .join(Item, col(Item.id) == col(CorpusResult.item_id))
+        .where(col(Item.source_id) == corpus.id)
+    ).all()
+    scores: ScoresByModel = defaultdict(dict)
+    for model_id, item_id, score in rows:
+        scores[int(model_id)][int(item_id)] = float(score)
+    return dict(scores)

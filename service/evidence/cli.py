@@ -1,5 +1,6 @@
-"""The evidence commands: `goldenset report temporal-split` and `goldenset probe`. Both work on the configured database directly, with the same
-code as the HTTP API, so a probe run here is stored and shown by `GET /v1/probes/{id}` too.
+"""The evidence commands: `goldenset report temporal-split`, `goldenset report public-inflation` and
+`goldenset probe`. They work on the configured database directly, with the same code as the HTTP
+API (or over it with `--url`), so a probe run here is stored and shown by `GET /v1/probes/{id}` too.
 
 Exit status: 0 when the report was made (flagged or not: evidence, not a verdict), 2 on a usage
 error or a refusal that names what is missing, 3 when a sealed item reached a probe's plan (a
@@ -21,7 +22,7 @@ from rich.table import Table
 from sqlmodel import Session
 
 from curation.evidence.wording import p_text
-from schemas.evidence import EvidenceWarning, ProbeReport, TemporalSplitReport
+from schemas.evidence import EvidenceWarning, ProbeReport, PublicInflationReport, TemporalSplitReport
 from schemas.probes import ProbeCreate
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
@@ -30,6 +31,7 @@ from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USA
 from service.evals.scale_cli import score_change_command
 from service.evidence.probe_execution import execute_probe
 from service.evidence.probes import prepare_probe, probe_read, require_probe
+from service.evidence.public_inflation import public_inflation
 from service.evidence.temporal_split import temporal_split
 
 if TYPE_CHECKING:
@@ -94,18 +96,45 @@ def print_probe(report: ProbeReport) -> None:
     out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
 
 
-def _output(report: TemporalSplitReport | ProbeReport, *, as_json: bool, chart: Path | None, image_format: Literal["svg", "png"] | None) -> None:
+def print_public_inflation(report: PublicInflationReport) -> None:
+    """The report as a person reads it: the reference models and the target on both sides, the
+    difference with its interval and p-value, the warnings, the summary and the statement."""
+    table = Table("model", f"private ({report.eval})", f"public ({report.corpus})", "from the line", title=f"{report.model} on {report.corpus} against {report.eval}")
+    for reference in report.references:
+        table.add_row(reference.model, f"{reference.private_score:.3f}", f"{reference.public_score:.3f}", f"{reference.difference_from_others * 100:+.1f} points")
+    table.add_row(f"[bold]{report.model}[/]", f"{report.private_score:.3f}", f"{report.public_score:.3f}", f"[bold]{report.difference * 100:+.1f} points[/]")
+    out.print(table)
+    verdict = "[bold red]flagged[/]" if report.flagged else "[green]not flagged[/]"
+    out.print(
+        f"predicted public score {report.predicted_public_score:.3f} from {len(report.references)} reference models; difference "
+        f"{report.difference * 100:+.1f} points, {report.interval.level:.0%} interval [{report.interval.low * 100:+.1f}, {report.interval.high * 100:+.1f}], "
+        f"one-sided {p_text(report.p_value)}: {verdict} (alpha {report.alpha}); {report.private_items} private and {report.public_items} public items",
+        highlight=False,
+    )
+    _warnings(report.warnings)
+    out.print(report.summary, highlight=False)
+    out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
+
+
+def _output(report: TemporalSplitReport | ProbeReport | PublicInflationReport, *, as_json: bool, chart: Path | None, image_format: Literal["svg", "png"] | None) -> None:
     """Print the report (as JSON, or for a person), and write its chart when one was asked for."""
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     elif isinstance(report, ProbeReport):
         print_probe(report)
+    elif isinstance(report, PublicInflationReport):
+        print_public_inflation(report)
     else:
         print_temporal_split(report)
     if chart is not None and image_format is not None:
         from curation.evidence import charts  # matplotlib loads only when a chart is asked for
 
-        image = charts.probe_chart(report, image_format=image_format) if isinstance(report, ProbeReport) else charts.temporal_split_chart(report, image_format=image_format)
+        if isinstance(report, ProbeReport):
+            image = charts.probe_chart(report, image_format=image_format)
+        elif isinstance(report, PublicInflationReport):
+            image = charts.public_inflation_chart(report, image_format=image_format)
+        else:
+            image = charts.temporal_split_chart(report, image_format=image_format)
         chart.write_bytes(image)
         err.print(f"chart written to {chart}")
 
@@ -128,6 +157,29 @@ def temporal_split_command(
     with Session(open_engine()) as session:
         try:
             report = temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus)
+        except ProblemError as exc:
+            raise fail(exc.detail) from exc
+    _output(report, as_json=as_json, chart=chart, image_format=image_format)
+
+
+@report_app.command("public-inflation")
+def public_inflation_command(
+    eval: Annotated[str, typer.Option("--eval", help="The private eval: every model's results in its dev runs.")],
+    corpus: Annotated[str, typer.Option("--corpus", help="A registered public corpus: the results uploaded for each model.")],
+    model: Annotated[str, typer.Option("--model", help="The registered model whose public score is in question.")],
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
+) -> None:
+    """Is the model's public score higher than its private eval score predicts, against other models? Evidence about one score, not a verdict."""
+    image_format = _chart_format(chart) if chart is not None else None
+    with remote_client() as client:
+        if client is not None:
+            answer = client.public_inflation(model, eval_name=eval, corpus=corpus)
+            _output(PublicInflationReport.model_validate(answer.model_dump(mode="json")), as_json=as_json, chart=chart, image_format=image_format)
+            return
+    with Session(open_engine()) as session:
+        try:
+            report = public_inflation(session=session, eval_name=eval, corpus_name=corpus, model_name=model)
         except ProblemError as exc:
             raise fail(exc.detail) from exc
     _output(report, as_json=as_json, chart=chart, image_format=image_format)
@@ -216,6 +268,6 @@ def remote_probe(client: Client, data: ProbeCreate, *, poll_seconds: float = 0.5
 
 
 def register(app: typer.Typer) -> None:
-    """Add `report temporal-split` and `probe` to the main app."""
+    """Add `report temporal-split`, `report public-inflation` and `probe` to the main app."""
     app.add_typer(report_app, name="report")
     app.command("probe")(probe_command)

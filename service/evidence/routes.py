@@ -1,6 +1,7 @@
 """Contamination evidence over HTTP: the temporal-split report of a model on an eval's run results
-or on a public corpus's uploaded results, as JSON or as a chart; the upload of per-item results on
-a public corpus; and completion probes.
+or on a public corpus's uploaded results, as JSON or as a chart; the public-inflation report of a
+model's score on a public corpus against the private eval; the upload of per-item results on a
+public corpus; and completion probes.
 
 Reading reports and probes and uploading corpus results need `read` (as posting a run's results
 does); reports carry counts, means and item ids, never item text. Starting a probe needs `admin`:
@@ -15,13 +16,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from schemas.corpus_results import CorpusResultsAccepted, CorpusResultsPost
-from schemas.evidence import TemporalSplitReport
+from schemas.evidence import PublicInflationReport, TemporalSplitReport
 from schemas.probes import ProbeCreate, ProbeRead, ProbeStatus
 from service.core.auth import AdminPrincipal, ReadPrincipal
 from service.core.deps import IdPath, SessionDep, SettingsDep, WriteSessionDep
 from service.core.problems import ProblemError, problem_doc
 from service.evidence.probe_worker import ProbeWorker
 from service.evidence.probes import list_probes, prepare_probe, probe_read, require_probe
+from service.evidence.public_inflation import public_inflation
 from service.evidence.temporal_split import post_corpus_results, require_corpus, temporal_split
 
 report_router = APIRouter(tags=["evidence"])
@@ -74,6 +76,30 @@ def temporal_split_report(
     from curation.evidence.charts import temporal_split_chart  # matplotlib loads only when a chart is asked for
 
     return chart_response(temporal_split_chart(report, image_format=chosen), chosen, f"temporal-split-{model}".replace("/", "_"))
+
+
+@report_router.get("/v1/reports/public-inflation", response_model=PublicInflationReport, responses={**_CHART_RESPONSES, **problem_doc(401, 403, 404, 422)})
+def public_inflation_report(
+    _: ReadPrincipal,
+    session: SessionDep,
+    eval: Annotated[str, Query(description="The private eval: every model's results in its dev runs (sealed runs never count).")],
+    corpus: Annotated[str, Query(description="A registered public corpus: the results uploaded for each model.")],
+    model: Annotated[str, Query(description="The registered model whose public score is in question.")],
+    format: Annotated[ChartFormat | None, Query(description="json (default), svg or png; or send Accept: image/svg+xml or image/png.")] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> PublicInflationReport | Response:
+    """Is the model's score on the public corpus higher than its score on the private eval predicts,
+    judged by how every other model with results on both relates the two? The difference (observed
+    minus predicted) with a bootstrap interval over items and reference models, a one-sided p-value,
+    the reference models used and warnings; or its chart. Evidence about one score for one model,
+    never a verdict; on a positive result, decide on the private eval."""
+    chosen = negotiate(format, accept)
+    report = public_inflation(session=session, eval_name=eval, corpus_name=corpus, model_name=model)
+    if chosen == "json":
+        return report
+    from curation.evidence.charts import public_inflation_chart  # matplotlib loads only when a chart is asked for
+
+    return chart_response(public_inflation_chart(report, image_format=chosen), chosen, f"public-inflation-{model}".replace("/", "_"))
 
 
 @report_router.post("/v1/corpora/{name}/results", response_model=CorpusResultsAccepted, responses=problem_doc(401, 403, 404, 422))

@@ -50,6 +50,7 @@ from goldenset_client.models import (
     ModelUpdate,
     ProbeCreate,
     ProbeRead,
+    PublicInflationReport,
     PullStarted,
     QueueView,
     RefreshResult,
@@ -499,6 +500,17 @@ class Operations:
         """Run B's score minus run A's, split into the part due to the set and the part due to the
         model, with intervals (read scope)."""
         return routes.SCORE_CHANGE.call(params={"run_a": run_a, "run_b": run_b})
+
+    @operation
+    def public_inflation(model: str, *, eval_name: str, corpus: str) -> Call[PublicInflationReport]:
+        """Whether the model's score on a public corpus is higher than its score on the private eval
+        predicts, judged against every other model with results on both (read scope)."""
+        return routes.PUBLIC_INFLATION.call(params={"model": model, "eval": eval_name, "corpus": corpus, "format": "json"})
+
+    @operation
+    def public_inflation_chart(model: str, *, eval_name: str, corpus: str, image_format: str = "png") -> Call[bytes]:
+        """The public-inflation report's chart as `png` or `svg` bytes (read scope)."""
+        return routes.PUBLIC_INFLATION_CHART.call(params={"model": model, "eval": eval_name, "corpus": corpus, "format": image_format})
 
     @operation
     def post_corpus_results(corpus: str, data: CorpusResultsPost) -> Call[CorpusResultsAccepted]:

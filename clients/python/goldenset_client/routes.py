@@ -55,6 +55,7 @@ from goldenset_client.models import (
     NotDuplicateBody,
     ProbeCreate,
     ProbeRead,
+    PublicInflationReport,
     PullStarted,
     QuestionAnswer,
     RefreshResult,
@@ -251,6 +252,8 @@ DELETE_ENDPOINT = Route("DELETE", "/v1/endpoints/{name}", NONE)
 # Evidence
 TEMPORAL_SPLIT = Route("GET", "/v1/reports/temporal-split", TemporalSplitReport)
 TEMPORAL_SPLIT_CHART = Route("GET", "/v1/reports/temporal-split", bytes)
+PUBLIC_INFLATION = Route("GET", "/v1/reports/public-inflation", PublicInflationReport)
+PUBLIC_INFLATION_CHART = Route("GET", "/v1/reports/public-inflation", bytes)
 # Results for the same items again are unchanged (or replaced with `replace`): no harm in resending.
 POST_CORPUS_RESULTS = Route("POST", "/v1/corpora/{name}/results", CorpusResultsAccepted, body=CorpusResultsPost, idempotent=True)
 START_PROBE = Route("POST", "/v1/probes", ProbeRead, body=ProbeCreate, idempotent=False)

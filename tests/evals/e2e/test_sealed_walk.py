@@ -69,14 +69,16 @@ def test_a_read_token_never_receives_sealed_text_from_any_get_endpoint(live_serv
                     assert not leaked, f"GET {path} {query} returned sealed text: {leaked[:2]}"
     # Every GET endpoint answered something; only the admin's audit and the curators' low-margin
     # duplicates, review queue and review team refused the reader outright. (The temporal-split
-    # report needs `model` and `eval` or `corpus` in the query: 422 without them; this world has
-    # no scale fitted, so the scale answers 404 and a score change 422.)
+    # report needs `model` and `eval` or `corpus` in the query, the public-inflation report all
+    # three: 422 without them; this world has no scale fitted, so the scale answers 404 and a
+    # score change 422.)
     expected_refusals = {
         "/v1/audit",
         "/v1/dedup/low-margin",
         "/v1/evals/{name}/review-queue",
         "/v1/evals/{name}/review/team",
         "/v1/reports/temporal-split",
+        "/v1/reports/public-inflation",
         "/v1/evals/{name}/scale",
         "/v1/reports/score-change",
     }

@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.evidence.charts import probe_chart, score_limits, temporal_split_chart, temporal_split_figure
+from curation.evidence.charts import probe_chart, public_inflation_chart, score_limits, temporal_split_chart, temporal_split_figure
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probing import plan_probes
 from curation.evidence.temporal_split import temporal_split_report
+from curation.scale.inflation import public_inflation_report
 from schemas.evidence import ItemResult, ProbeCompletion, ProbeItem, ProbeReport, SimilarityMetric, TemporalSplitReport
 from tests.support.images import assert_png, assert_svg
+from tests.support.inflation_world import inflation_world
 
 CUTOFF = date(2024, 1, 1)
 
@@ -68,6 +70,20 @@ def test_probe_chart_renders_svg_and_png(probe: ProbeReport, tmp_path: Path) -> 
     assert b"completion similarity (levenshtein)" in svg and b"not an accusation" in svg
     png = probe_chart(probe, metric=SimilarityMetric.LCS_RATIO, image_format="png", dpi=60)
     assert assert_png(png) == (600, 276)
+
+
+def test_public_inflation_chart_renders_svg_and_png(tmp_path: Path) -> None:
+    world = inflation_world(np.random.default_rng(3), references=8, inflation=0.15, target_ability=0.0)
+    report = public_inflation_report(
+        world.reference_private, world.reference_public, world.target_private, world.target_public,
+        reference_models=world.reference_models, model="example-model", eval_name="ops", corpus="public-bench", rng=np.random.default_rng(4),
+    )  # fmt: skip
+    svg = public_inflation_chart(report)
+    (tmp_path / "inflation.svg").write_bytes(svg)
+    assert_svg((tmp_path / "inflation.svg").read_bytes())
+    assert public_inflation_chart(report) == svg
+    assert b"example-model on public-bench against ops" in svg and b"ref-07" in svg and b"not an accusation" in svg and b"decide on the private eval" in svg
+    assert assert_png(public_inflation_chart(report, image_format="png", dpi=60)) == (450, 336)
 
 
 def test_an_unknown_image_format_is_refused(temporal: TemporalSplitReport) -> None:

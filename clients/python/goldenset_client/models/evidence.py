@@ -1,5 +1,5 @@
-"""Contamination evidence: temporal-split reports, corpus results and completion probes
-(`/v1/reports`, `/v1/corpora`, `/v1/probes`)."""
+"""Contamination evidence: temporal-split and public-inflation reports, corpus results and
+completion probes (`/v1/reports`, `/v1/corpora`, `/v1/probes`)."""
 
 from datetime import date, datetime
 from typing import Any, Literal
@@ -69,6 +69,14 @@ class EvidenceWarning(_Response):
 
     code: str
     message: str
+
+
+class InflationFit(_Response):
+    """The relation fitted across reference models: probit(public) = intercept + slope · probit(private)."""
+
+    link: Literal["probit", "logit", "identity"]
+    intercept: float
+    slope: float
 
 
 class Interval(_Response):
@@ -201,6 +209,47 @@ class ProbeRead(_Response):
     started_at: datetime | None
     finished_at: datetime | None
     report: ProbeReport | None = None
+
+
+class ReferenceModelScore(_Response):
+    """One reference model of a public-inflation report: its scores on the target's items, and how far
+    its public score lies from the line through the other reference models."""
+
+    model: str
+    private_score: float
+    public_score: float
+    private_items: int
+    public_items: int
+    difference_from_others: float
+
+
+class PublicInflationReport(_Response):
+    """A model's public score against what its private eval score predicts across reference models:
+    `difference` (observed − predicted), its `interval` (at 1 − 2·alpha), a one-sided `p_value`;
+    `flagged` only where the difference is positive and p < alpha. Evidence, never a verdict."""
+
+    kind: str = "public_inflation"
+    model: str
+    eval: str
+    corpus: str
+    alpha: float
+    private_score: float
+    private_items: int
+    public_score: float
+    public_items: int
+    predicted_public_score: float
+    difference: float
+    interval: Interval
+    p_value: float
+    flagged: bool
+    fit: InflationFit
+    reference_private_low: float
+    reference_private_high: float
+    references: list[ReferenceModelScore]
+    bootstrap_resamples: int
+    warnings: list[EvidenceWarning]
+    summary: str
+    statement: str
 
 
 class SplitHalf(_Response):
