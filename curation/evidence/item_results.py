@@ -50,13 +50,15 @@ def _one_per_item(rows: Iterable[tuple[str, datetime, float, float | None]]) -> 
 
 
 def eval_item_results(*, session: Session, evaluation: Eval, model: Model) -> list[ItemResult]:
-    """One result per item the model was scored on in any run of the eval (mean over runs), dated
-    by the item's incident date as served."""
+    """One result per item the model was scored on in any dev run of the eval (mean over runs),
+    dated by the item's incident date as served. Sealed runs never count: their per-item results
+    are for the `sealed` scope, and a report made of these is for `read` (a month holding one
+    sealed item would show its score)."""
     rows = session.execute(
         sa_select(col(Result.item_id), col(RunItem.occurred_at), col(Result.score), col(Result.human_success))
         .join(RunItem, (col(RunItem.run_id) == col(Result.run_id)) & (col(RunItem.item_id) == col(Result.item_id)))
         .join(Run, col(Run.id) == col(Result.run_id))
-        .where(col(Run.eval_id) == evaluation.id, col(Run.model_id) == model.id)
+        .where(col(Run.eval_id) == evaluation.id, col(Run.model_id) == model.id, col(Run.split) == Split.DEV.value)
     ).all()
     return _one_per_item((str(item_id), at, score, human) for item_id, at, score, human in rows)
 

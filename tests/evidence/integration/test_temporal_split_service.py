@@ -147,3 +147,22 @@ def test_an_evals_run_results_feed_the_report_one_result_per_item(live_server: L
     with live_server.client("read") as client:
         response = client.get("/v1/reports/temporal-split", params={"eval": "ops", "model": "m1"})
     assert response.status_code == 422 and "leaves 0 items before" in response.json()["detail"]
+
+
+def test_a_sealed_runs_results_never_reach_the_report(live_server: LiveServer, engine: Engine) -> None:
+    """The report is for `read` tokens: a sealed run's per-item results (the `sealed` scope's)
+    change nothing in it, not even its counts."""
+    released = released_eval(engine, count=60, sealed_fraction=0.3, budget=3)
+    register_model(engine, "m1", cutoff=date(2024, 3, 1), endpoints={"m1-no": TrainsOnInputs.NO})
+    with live_server.client("read") as client:
+        run = client.post("/v1/evals/ops/runs", json={"model": "m1", "endpoint": "m1-no"}).json()
+        assert client.post(f"/v1/runs/{run['id']}/results", json={"results": [{"item_id": item["item_id"], "score": 0.5} for item in run["items"]]}).status_code == 200
+        before = client.get("/v1/reports/temporal-split", params={"eval": "ops", "model": "m1"}).json()
+    with live_server.client("read", "sealed") as client:
+        sealed = client.post("/v1/evals/ops/runs", json={"model": "m1", "endpoint": "m1-no", "split": "sealed"})
+        assert sealed.status_code == 201, sealed.text
+        scores = [{"item_id": item["item_id"], "score": 1.0} for item in sealed.json()["items"]]
+        assert client.post(f"/v1/runs/{sealed.json()['id']}/results", json={"results": scores}).status_code == 200
+    with live_server.client("read") as client:
+        after = client.get("/v1/reports/temporal-split", params={"eval": "ops", "model": "m1"}).json()
+    assert released.sealed and after["before"] == before["before"] and after["after"] == before["after"] and after["monthly"] == before["monthly"]
