@@ -11,15 +11,19 @@ the API: `busy` (another process held the lock too long) → 6, `cannot_refresh`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
+from pydantic import BaseModel
+from sqlmodel import Session
 
 if TYPE_CHECKING:
     from goldenset_client import Client, GoldensetError
+
+Shown = TypeVar("Shown", bound=BaseModel)
 
 
 @dataclass
@@ -62,6 +66,23 @@ def remote_client() -> Iterator[Client | None]:
             yield client
         except GoldensetError as exc:
             raise remote_failure(exc) from None
+
+
+def read_here_or_there(over_api: Callable[[Client], BaseModel], on_database: Callable[[Session], Shown], shape: type[Shown]) -> Shown:
+    """What a read-only command shows: over the API when `--url` is given (the client's answer read
+    into `shape`, the service's own model, so both ways print alike), else on the database, where a
+    refusal (`ProblemError`) ends the command with its detail (exit 2)."""
+    with remote_client() as client:
+        if client is not None:
+            return shape.model_validate(over_api(client).model_dump(mode="json"))
+    from service.core.problems import ProblemError
+    from service.core.terminal import fail, open_engine
+
+    with Session(open_engine()) as session:
+        try:
+            return on_database(session)
+        except ProblemError as exc:
+            raise fail(exc.detail) from exc
 
 
 def remote_failure(exc: GoldensetError) -> typer.Exit:

@@ -157,3 +157,11 @@ def progress_bar(*, unit: Literal["items", "bytes"] = "items", remaining: bool =
     counted: tuple[ProgressColumn, ...] = (MofNCompleteColumn(),) if unit == "items" else (DownloadColumn(), TransferSpeedColumn())
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), *counted, TimeElapsedColumn(), *((TimeRemainingColumn(),) if remaining else ()))
     return Progress(*columns, console=err, transient=transient, disable=disable)
+
+
+def chart_format(path: Path) -> Literal["svg", "png"]:
+    """The image format a `--chart` file names by its suffix; any other suffix ends the command (exit 2)."""
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in ("svg", "png"):
+        raise fail(f"--chart {path}: name the file .svg or .png")
+    return "svg" if suffix == "svg" else "png"

@@ -14,8 +14,8 @@ from sqlmodel import Session
 
 from schemas.scale import EvalScale, ScaleEstimate, ScoreChangePart, ScoreChangeReport
 from service.core.problems import ProblemError
-from service.core.remote import remote_client
-from service.core.terminal import err, fail, open_engine, out
+from service.core.remote import read_here_or_there
+from service.core.terminal import chart_format, err, fail, open_engine, out
 from service.evals.definitions import require_eval
 from service.evals.scale import eval_scale, refit, score_change_report
 
@@ -60,11 +60,8 @@ def refit_command(eval: Annotated[str, typer.Option("--eval", help="The eval who
     err.print(f"eval {eval}: scale version {fit.version} fitted on {fit.observations} results", highlight=False)
 
 
-def _write_chart(chart: Path, draw: Callable[[ImageFormat], bytes]) -> None:
-    suffix = chart.suffix.lower().lstrip(".")
-    if suffix not in ("svg", "png"):
-        raise fail(f"--chart {chart}: name an .svg or .png file")
-    chart.write_bytes(draw("svg" if suffix == "svg" else "png"))
+def _write_chart(chart: Path, image_format: ImageFormat, draw: Callable[[ImageFormat], bytes]) -> None:
+    chart.write_bytes(draw(image_format))
     err.print(f"chart written to {chart}", highlight=False)
 
 
@@ -75,23 +72,16 @@ def show_command(
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
 ) -> None:
     """The eval's newest scale: releases with their difficulty index, runs with ability and equated score."""
-    with remote_client() as client:
-        if client is not None:
-            scale = EvalScale.model_validate(client.eval_scale(eval).model_dump(mode="json"))
-        else:
-            with Session(open_engine()) as session:
-                try:
-                    scale = eval_scale(session, require_eval(session=session, name=eval))
-                except ProblemError as exc:
-                    raise fail(exc.detail) from exc
+    image_format = chart_format(chart) if chart is not None else None
+    scale = read_here_or_there(lambda client: client.eval_scale(eval), lambda session: eval_scale(session, require_eval(session=session, name=eval)), EvalScale)
     if as_json:
         out.print_json(scale.model_dump_json())
     else:
         print_scale(scale)
-    if chart is not None:
+    if chart is not None and image_format is not None:
         from curation.scale.charts import scale_chart  # matplotlib loads only when a chart is asked for
 
-        _write_chart(chart, lambda image_format: scale_chart(scale, image_format=image_format))
+        _write_chart(chart, image_format, lambda chosen: scale_chart(scale, image_format=chosen))
 
 
 def _part(name: str, part: ScoreChangePart) -> str:
@@ -106,19 +96,12 @@ def score_change_command(
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
 ) -> None:
     """Run B's score minus run A's, split into the part due to the set and the part due to the model."""
-    with remote_client() as client:
-        if client is not None:
-            report = ScoreChangeReport.model_validate(client.score_change(run_a, run_b).model_dump(mode="json"))
-        else:
-            with Session(open_engine()) as session:
-                try:
-                    report = score_change_report(session, run_a=run_a, run_b=run_b)
-                except ProblemError as exc:
-                    raise fail(exc.detail) from exc
-    if chart is not None:
+    image_format = chart_format(chart) if chart is not None else None
+    report = read_here_or_there(lambda client: client.score_change(run_a, run_b), lambda session: score_change_report(session, run_a=run_a, run_b=run_b), ScoreChangeReport)
+    if chart is not None and image_format is not None:
         from curation.scale.charts import score_change_chart
 
-        _write_chart(chart, lambda image_format: score_change_chart(report, image_format=image_format))
+        _write_chart(chart, image_format, lambda chosen: score_change_chart(report, image_format=chosen))
     if as_json:
         out.print_json(report.model_dump_json())
         return

@@ -25,9 +25,9 @@ from curation.evidence.wording import p_text
 from schemas.evidence import EvidenceWarning, ProbeReport, PublicInflationReport, TemporalSplitReport
 from schemas.probes import ProbeCreate
 from service.core.problems import ProblemError
-from service.core.remote import remote_client
+from service.core.remote import read_here_or_there, remote_client
 from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, err, fail, open_engine, out, progress_bar
+from service.core.terminal import CLI_ACTOR, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, chart_format, err, fail, open_engine, out, progress_bar
 from service.evals.scale_cli import score_change_command
 from service.evidence.probe_execution import execute_probe
 from service.evidence.probes import prepare_probe, probe_read, require_probe
@@ -39,13 +39,6 @@ if TYPE_CHECKING:
 
 report_app = typer.Typer(help="Contamination evidence reports, and score changes split into the set and the model.", no_args_is_help=True)
 report_app.command("score-change")(score_change_command)
-
-
-def _chart_format(path: Path) -> Literal["svg", "png"]:
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix not in ("svg", "png"):
-        raise fail(f"--chart {path}: name the file .svg or .png")
-    return "svg" if suffix == "svg" else "png"
 
 
 def _pct(value: float | None) -> str:
@@ -148,17 +141,12 @@ def temporal_split_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
 ) -> None:
     """The model's score before versus after its training cutoff: evidence about one score, not a verdict."""
-    image_format = _chart_format(chart) if chart is not None else None
-    with remote_client() as client:
-        if client is not None:
-            answer = client.temporal_split(model, eval_name=eval, corpus=corpus)
-            _output(TemporalSplitReport.model_validate(answer.model_dump(mode="json")), as_json=as_json, chart=chart, image_format=image_format)
-            return
-    with Session(open_engine()) as session:
-        try:
-            report = temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus)
-        except ProblemError as exc:
-            raise fail(exc.detail) from exc
+    image_format = chart_format(chart) if chart is not None else None
+    report = read_here_or_there(
+        lambda client: client.temporal_split(model, eval_name=eval, corpus=corpus),
+        lambda session: temporal_split(session=session, model_name=model, eval_name=eval, corpus_name=corpus),
+        TemporalSplitReport,
+    )
     _output(report, as_json=as_json, chart=chart, image_format=image_format)
 
 
@@ -171,17 +159,12 @@ def public_inflation_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
 ) -> None:
     """Is the model's public score higher than its private eval score predicts, against other models? Evidence about one score, not a verdict."""
-    image_format = _chart_format(chart) if chart is not None else None
-    with remote_client() as client:
-        if client is not None:
-            answer = client.public_inflation(model, eval_name=eval, corpus=corpus)
-            _output(PublicInflationReport.model_validate(answer.model_dump(mode="json")), as_json=as_json, chart=chart, image_format=image_format)
-            return
-    with Session(open_engine()) as session:
-        try:
-            report = public_inflation(session=session, eval_name=eval, corpus_name=corpus, model_name=model)
-        except ProblemError as exc:
-            raise fail(exc.detail) from exc
+    image_format = chart_format(chart) if chart is not None else None
+    report = read_here_or_there(
+        lambda client: client.public_inflation(model, eval_name=eval, corpus=corpus),
+        lambda session: public_inflation(session=session, eval_name=eval, corpus_name=corpus, model_name=model),
+        PublicInflationReport,
+    )
     _output(report, as_json=as_json, chart=chart, image_format=image_format)
 
 
@@ -200,7 +183,7 @@ def probe_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
 ) -> None:
     """Probe a model for memorised items: cut each item, ask for the rest, compare pre-cutoff items with the control band."""
-    image_format = _chart_format(chart) if chart is not None else None
+    image_format = chart_format(chart) if chart is not None else None
     api_key: SecretStr | None = None
     if api_key_env is not None:
         if not os.environ.get(api_key_env):
