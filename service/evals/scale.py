@@ -238,13 +238,21 @@ def _restored(fit: ScaleFit) -> tuple[ScaleParameters, list[ScaleParameters]]:
 
 def eval_scale(session: Session, evaluation: Eval) -> EvalScale:
     """The newest fit as `GET /v1/evals/{name}/scale` shows it; 404 when none exists yet."""
-    fit = newest_fit(session, evaluation)
-    if fit is None:
+    shown = scale_if_fitted(session, evaluation)
+    if shown is None:
         detail = (
             f"eval {evaluation.name!r} has no scale yet: it is fitted over the per-item results of its dev runs, by the scheduler once results arrive, "
             f"or now with `goldenset scale refit --eval {evaluation.name}`"
         )
         raise ProblemError(404, "Not Found", detail, reason="no_scale")
+    return shown
+
+
+def scale_if_fitted(session: Session, evaluation: Eval) -> EvalScale | None:
+    """The newest fit as `eval_scale` shows it, or None before the first (for pages that show it when there is one)."""
+    fit = newest_fit(session, evaluation)
+    if fit is None:
+        return None
     summary = fit.summary
     return EvalScale(
         eval=evaluation.name,

@@ -33,7 +33,7 @@ from service.core.openapi import JSONL_MEDIA_TYPE
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval, latest_release_number, list_evals, seal_keys, update_eval
 from service.evals.releases import export_stream, list_releases, manifest, release_rows, resolve_release, sealed_reads_used, verify_release
-from service.evals.scale import eval_scale, newest_fit
+from service.evals.scale import scale_if_fitted
 from service.ui.pages import UiRefused, done, need, page, secret_key, ui_router
 from service.ui.refusals import shows_refusal
 from service.ui.release_composition import composition_of, linking_of, tables
@@ -134,7 +134,7 @@ def _releases_page(request: Request, name: str, *, form: dict[str, str] | None =
             "policies": [policy.value for policy in ApprovalPolicy],
             "compare_from": summaries[-2].number if len(summaries) > 1 else (summaries[0].number if summaries else None),
             "compare_to": summaries[-1].number if summaries else None,
-            "scale": eval_scale(session, evaluation) if newest_fit(session, evaluation) is not None else None,
+            "scale": scale_if_fitted(session, evaluation),
         }
         return page(request, "eval_releases.html", context, status=status)
 

@@ -30,7 +30,7 @@ from schemas.runs import Result, Run, RunItem
 from schemas.scale import RunScale, ScaleEstimate
 from service.core.problems import ProblemError
 from service.evals.definitions import get_eval
-from service.evals.scale import eval_scale, newest_fit
+from service.evals.scale import scale_if_fitted
 from service.runs.model_registry import endpoint_read, list_endpoints, model_read, require_model
 from service.ui.history_chart import HistoryChart, HistoryPoint, history_chart
 from service.ui.pages import UiRefused, page, ui_router
@@ -77,9 +77,9 @@ def _scale_label(run: RunScale, reference: int) -> str:
 def scale_history(session: Session, model: Model, eval_name: str) -> ScaleHistory | None:
     """The model on the eval's newest scale fit, None when the eval has none or the model no run on it."""
     evaluation = get_eval(session=session, name=eval_name)
-    if evaluation is None or newest_fit(session, evaluation) is None:
+    scale = scale_if_fitted(session, evaluation) if evaluation is not None else None
+    if scale is None:
         return None
-    scale = eval_scale(session, evaluation)
     runs = sorted((run for run in scale.runs if run.model == model.name), key=lambda run: (run.release, run.id))
     if not runs:
         return None
