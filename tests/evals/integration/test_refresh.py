@@ -214,8 +214,13 @@ def test_the_scheduler_catches_up_a_missed_period_once_and_leaves_a_new_eval_for
         scheduler.start()
         try:
             deadline = time.monotonic() + 90
-            while (job := scheduler.scheduler.get_job("refresh:ops")) is None or (start == 0 and job.next_run_time < utcnow()):
-                assert time.monotonic() < deadline, "the refresh job was not added, or did not run"
+            # The sync adds one eval's job after the other: wait for both, and for the catch-up to run.
+            while (
+                (job := scheduler.scheduler.get_job("refresh:ops")) is None
+                or scheduler.scheduler.get_job("refresh:fresh") is None
+                or (start == 0 and job.next_run_time < utcnow())
+            ):
+                assert time.monotonic() < deadline, "the refresh jobs were not added, or the catch-up did not run"
                 time.sleep(0.05)
             assert "cron" in str(job.trigger)
             # Catching up happened on the first start only: afterwards the next run is the next tick.
