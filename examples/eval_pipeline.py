@@ -26,7 +26,7 @@ import re
 import sys
 from typing import Any
 
-from goldenset_client import Client, EndpointCreate, EvalCreate, GoldensetError, ModelCreate, NotFound, ResultIn
+from goldenset_client import Client, EndpointCreate, EvalCreate, GoldensetError, ModelCreate, ResultIn
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -86,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
             if results:
                 client.post_results(run.id, results)
             summary = client.get_run(run.id)
-            on_scale = equated(client, args.eval, run.id)
     except GoldensetError as exc:
         print(f"goldenset refused: {exc}", file=sys.stderr)
         return 1
@@ -95,23 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {summary.id}: no items to score")
         return 0
     print(f"run {summary.id}: mean score {interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}] ({interval.confidence:.0%} {interval.method}, n={interval.n})")
-    print(on_scale)
+    print(summary.scale_line())
     return 0
-
-
-def equated(client: Client, eval_name: str, run_id: int) -> str:
-    """Where the run stands on the eval's common scale, in one line: its equated score on the
-    reference release once a fit holds it (the scheduler refits after results arrive)."""
-    try:
-        scale = client.eval_scale(eval_name)
-    except NotFound:
-        return f"run {run_id}: {eval_name} has no common scale yet (fitted in the background once runs have results)"
-    placed = next((entry for entry in scale.runs if entry.id == run_id), None)
-    if placed is None:
-        return f"run {run_id}: not on the common scale yet (version {scale.version}; the next refit takes it in)"
-    found = placed.equated_score
-    where = f"release {scale.reference_release} of {eval_name} (common scale version {scale.version})"
-    return f"run {run_id}: equated score {found.value:.1f} [{found.low:.1f}, {found.high:.1f}] on {where}"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from sqlalchemy import String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schemas.common import Instant, RowId, UTCDateTime, utcnow
+from schemas.scale import RunOnScale
 
 
 class Run(SQLModel, table=True):
@@ -191,6 +192,10 @@ class RunSummary(RunRead):
     score: ScoreInterval
     human_success_mean: float | None
     human_success_n: int
+    scale: RunOnScale | None = pydantic.Field(
+        default=None,
+        description="The run on its eval's newest common-scale fit (ability, equated score on the reference release); null for a sealed run or one the fit does not hold yet.",
+    )
 
 
 class ExposureRead(BaseModel):

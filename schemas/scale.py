@@ -75,6 +75,19 @@ class RunScale(BaseModel):
     equated_score: ScaleEstimate
 
 
+class RunOnScale(BaseModel):
+    """Where one dev run stands on its eval's newest common-scale fit (`version`, made at
+    `fitted_at`; `stale` when results arrived after it, so the next refit may move it): its ability
+    and its equated score, what that ability is expected to score (0-100) on `reference_release`."""
+
+    fit_version: int
+    fitted_at: datetime
+    stale: bool
+    reference_release: int
+    ability: ScaleEstimate
+    equated_score: ScaleEstimate
+
+
 class EvalScale(BaseModel):
     """`GET /v1/evals/{name}/scale`: the newest fit. `stale`: results arrived after it (the
     scheduler refits; `goldenset scale refit` does now)."""

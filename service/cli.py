@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("service.evals.cli", "Export a release's split for a harness: JSON Lines, Parquet or an lm-evaluation-harness task folder."),
     "model": ("service.runs.cli", "The models under evaluation: list, register, change."),
     "endpoint": ("service.runs.cli", "The endpoints that serve models, with their data-retention terms and augmentation: list, register, change."),
-    "run": ("service.runs.cli", "Eval runs: list them, or show one with its score."),
+    "run": ("service.runs.cli", "Eval runs: list them, show one with its score, or import an lm-eval run's per-item scores."),
     "audit": ("service.core.audit_cli", "The audit trail: who did what, newest first."),
     "report": ("service.evidence.cli", "Contamination evidence reports, and score changes split into the set and the model."),
     "scale": ("service.evals.scale_cli", "The common scale of an eval's releases: refit it now, show it."),

@@ -32,7 +32,7 @@ from schemas.evals import Eval, Split
 from schemas.model_registry import Model
 from schemas.release import Release, ReleaseItem
 from schemas.runs import Result, Run
-from schemas.scale import EvalScale, ModelScale, ReleaseScale, RunScale, ScaleEstimate, ScaleFit, ScoreChangePart, ScoreChangeReport
+from schemas.scale import EvalScale, ModelScale, ReleaseScale, RunOnScale, RunScale, ScaleEstimate, ScaleFit, ScoreChangePart, ScoreChangeReport
 from service.core.db import write_transaction
 from service.core.problems import ProblemError
 
@@ -269,6 +269,29 @@ def scale_if_fitted(session: Session, evaluation: Eval) -> EvalScale | None:
             "Abilities are on the eval's common scale (0 is the mean model); a difficulty index is the score (0-100) the mean model is expected to get on a release's "
             "scored dev items, lower is harder; an equated score is what a run's ability is expected to score on the reference release. Intervals are 95%."
         ),
+    )
+
+
+def run_on_scale(session: Session, run: Run) -> RunOnScale | None:
+    """Where `run` stands on its eval's newest fit; None for a sealed run (the scale is fitted over
+    dev runs only), before the first fit, or when the fit does not hold the run yet (no results
+    when it was made)."""
+    if run.split != Split.DEV.value:
+        return None
+    evaluation = session.get(Eval, run.eval_id)
+    fit = newest_fit(session, evaluation) if evaluation is not None else None
+    if evaluation is None or fit is None:
+        return None
+    placed = next((entry for entry in fit.summary["runs"] if int(entry["id"]) == run.id), None)
+    if placed is None:
+        return None
+    return RunOnScale(
+        fit_version=fit.version,
+        fitted_at=fit.fitted_at,
+        stale=newest_result(session, evaluation) > fit.results_through,
+        reference_release=int(fit.summary["reference_release"]),
+        ability=ScaleEstimate.model_validate(placed["ability"]),
+        equated_score=ScaleEstimate.model_validate(placed["equated_score"]),
     )
 
 

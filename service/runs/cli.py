@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import goldenset_client.models as api
@@ -18,11 +19,11 @@ from schemas.model_registry import Augmentation, EndpointCreate, EndpointUpdate,
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.settings import get_settings
-from service.core.terminal import CLI_ACTOR, JsonOption, fail, open_engine, out, print_json, print_rows
+from service.core.terminal import CLI_ACTOR, EXIT_REJECTED, REFUSAL_EXITS, JsonOption, fail, open_engine, out, print_json, print_rows
 
 model_app = typer.Typer(help="The models under evaluation: list, register, change.", no_args_is_help=True)
 endpoint_app = typer.Typer(help="The endpoints that serve models, with their data-retention terms and augmentation: list, register, change.", no_args_is_help=True)
-run_app = typer.Typer(help="Eval runs: list them, or show one with its score.", no_args_is_help=True)
+run_app = typer.Typer(help="Eval runs: list them, show one with its score, or import an lm-eval run's per-item scores.", no_args_is_help=True)
 
 M = TypeVar("M", bound=BaseModel)
 MODEL_COLUMNS = {"name": "model", "provider": "provider", "training_cutoff": "training cutoff", "release_date": "released", "notes": "notes"}
@@ -229,12 +230,61 @@ def run_show(run_id: Annotated[int, typer.Argument(help="The run's id.")], as_js
     if as_json:
         print_json(row)
         return
+    run_show_row(row)
+
+
+def run_show_row(row: dict[str, Any]) -> None:
+    """A run's summary (`GET /v1/runs/{id}`) as `goldenset run show` prints it."""
     score = row["score"]
     interval = f"{score['mean']:.3f} [{score['low']:.3f}, {score['high']:.3f}] ({score['method']})" if score.get("mean") is not None else "no scores yet"
     out.print(f"run {row['id']}: {row['model']} through {row['endpoint']} on {row['eval']} release {row['release']} ({row['split']})", highlight=False)
     out.print(f"  {row['scored']} of {row['scored'] + row['remaining']} items scored; score {interval}", highlight=False)
     if row["augmented"]:
         out.print("  the endpoint was augmented (retrieval, web search or tools) when the run started", highlight=False)
+    out.print(f"  {_on_scale(row)}", highlight=False)
+
+
+@run_app.command("import-lm-eval")
+def run_import_lm_eval(
+    samples: Annotated[Path, typer.Argument(help="lm-eval's samples_<task>_<time>.jsonl, logged with --log_samples for a task from `goldenset export --format lm-eval`.")],
+    model: Annotated[str, typer.Option(help="The registered model lm-eval ran.")],
+    endpoint: Annotated[str, typer.Option(help="The registered endpoint it ran through (the ledger records that it saw the items).")],
+    metric: Annotated[str, typer.Option(help="The per-item metric to post as each item's score, in [0, 1].")] = "exact_match",
+    as_json: JsonOption = False,
+) -> None:
+    """Post an lm-eval run's per-item scores as a goldenset run: the run of the samples' release and
+    split is started (the exposure ledger records the endpoint), each item's metric is posted, and
+    the run's score and place on the common scale are shown. The same file again finds the same run."""
+    from service.runs.lm_eval_import import SamplesFileError, import_samples, read_samples
+
+    try:
+        found = read_samples(samples, metric)
+    except SamplesFileError as exc:
+        raise fail(str(exc)) from exc
+    try:
+        row = import_samples(found, model=model, endpoint=endpoint)
+    except ProblemError as exc:
+        raise fail(exc.detail, REFUSAL_EXITS.get(exc.status, EXIT_REJECTED)) from exc
+    if as_json:
+        print_json(row)
+        return
+    out.print(f"imported {len(found.scores)} {found.metric} scores from {samples.name} into run {row['id']}", highlight=False)
+    run_show_row(row)
+
+
+def _on_scale(row: dict[str, Any]) -> str:
+    """The run's place on its eval's common scale, or why it has none."""
+    placed = row.get("scale")
+    if row["split"] != "dev":
+        return "not on the common scale: it is fitted over dev runs only"
+    if placed is None:
+        return f"not on the common scale yet: the scheduler refits it once results arrive (`goldenset scale refit --eval {row['eval']}` does now)"
+    equated, ability = placed["equated_score"], placed["ability"]
+    stale = ", newer results wait for the next refit" if placed["stale"] else ""
+    return (
+        f"on the common scale (version {placed['fit_version']}{stale}): ability {ability['value']:+.2f} [{ability['low']:+.2f}, {ability['high']:+.2f}], "
+        f"equated score {equated['value']:.1f} [{equated['low']:.1f}, {equated['high']:.1f}] on release {placed['reference_release']}"
+    )
 
 
 def _day(text: str | None) -> date | None:

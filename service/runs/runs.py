@@ -36,6 +36,7 @@ from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 from service.evals.releases import SealedBudgetExceeded, consume_sealed_read, release_rows, resolve_release, sealed_reads_used
+from service.evals.scale import run_on_scale
 from service.runs.model_registry import require_serving_endpoint
 
 MAX_NAMED = 50
@@ -296,7 +297,8 @@ def results(*, session: Session, run: Run) -> list[ResultRead]:
 
 
 def run_summary(*, session: Session, run: Run) -> RunSummary:
-    """The run with its mean score and 95% interval (`curation.runs.scores.summarise`)."""
+    """The run with its mean score and 95% interval (`curation.runs.scores.summarise`), and where
+    it stands on its eval's common scale (`service.evals.scale.run_on_scale`)."""
     scored = session.exec(select(Result.score, Result.human_success).where(Result.run_id == run.id)).all()
     interval = summarise([score for score, _ in scored])
     human = [value for _, value in scored if value is not None]
@@ -307,6 +309,7 @@ def run_summary(*, session: Session, run: Run) -> RunSummary:
         score=interval,
         human_success_mean=sum(human) / len(human) if human else None,
         human_success_n=len(human),
+        scale=run_on_scale(session, run),
     )
 
 

@@ -227,8 +227,18 @@ async def _post(run_id: int) -> None:
     except Exception as exc:
         logger.warning("goldenset run %s: posting its scores failed (%s); they stay pending, post them with post_pending_results(%s)", run_id, exc, run_id)
         return
-    if answer is not None:
-        logger.info("goldenset run %s: %s item(s) scored, %s remaining", run_id, answer.scored, answer.remaining)
+    if answer is None:
+        return
+    logger.info("goldenset run %s: %s item(s) scored, %s remaining", run_id, answer.scored, answer.remaining)
+    try:
+        summary = await anyio.to_thread.run_sync(recording.client.get_run, run_id)
+    except Exception as exc:  # the scores are posted; only the summary could not be read
+        logger.warning("goldenset run %s: its scores are posted, but reading the run back failed (%s)", run_id, exc)
+        return
+    interval = summary.score
+    if interval.mean is not None:
+        logger.info("goldenset run %s: mean score %.3f [%.3f, %.3f] (%s, n=%s)", run_id, interval.mean, interval.low, interval.high, interval.method, interval.n)
+    logger.info("%s", summary.scale_line())
 
 
 def _recording_scorer(inner: Scorer, recording: _Recording) -> Scorer:
@@ -289,7 +299,10 @@ def goldenset_task(
     client's retries) is logged as a warning and does not fail the eval: the scores stay pending
     in this process (`post_pending_results(run_id)`), and `results_from_log(log)` rebuilds them from
     the log in any process. Posting again is safe: a score posted before with the same value is
-    accepted unchanged (a different one is refused: `Conflict`).
+    accepted unchanged (a different one is refused: `Conflict`). After posting, the hook logs the
+    run's mean with its interval and where the run stands on the eval's common scale
+    (`RunSummary.scale_line()`: its equated score on the reference release, once the background
+    refit holds it).
 
     The task's `metadata[RUN_ID]` ("goldenset_run_id") is the run id (`client.get_run(run_id)` shows
     the scores), also in the log's `eval.metadata`; `metadata["goldenset_warning"]` is the server's

@@ -4,6 +4,7 @@ scores posted to the run by the hook, the run in the exposure ledger; and the da
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections.abc import Iterator
 from datetime import date
@@ -21,6 +22,7 @@ from inspect_ai.solver import TaskState
 from sqlalchemy.engine import Engine
 
 from schemas.model_registry import TrainsOnInputs
+from service.evals.scale import refit_stale
 from tests.conftest import LiveServer
 from tests.evidence_support import register_model
 from tests.run_support import Released, released_eval
@@ -75,12 +77,17 @@ def _answers(client: Client, every: int) -> dict[str, str]:
     return {str(item.content["input"]): str(item.content["reference"]) for n, item in enumerate(items) if n % every == 0}
 
 
-def test_an_inspect_eval_of_a_run_posts_its_scores_and_is_in_the_ledger(ops: tuple[Client, Released], tmp_path: Path) -> None:
+def test_an_inspect_eval_of_a_run_posts_its_scores_and_is_in_the_ledger(ops: tuple[Client, Released], engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     client, released = ops
     task = goldenset_task(client, "ops", model="m1", endpoint="m1-no", scorer=includes())
     run_id = task.metadata[RUN_ID] if task.metadata else None
     assert isinstance(run_id, int)
-    log = _run(task, _answers(client, every=3), tmp_path / "logs")
+    with caplog.at_level(logging.INFO, logger="goldenset_client.inspect"):
+        log = _run(task, _answers(client, every=3), tmp_path / "logs")
+    # After posting, the hook says what the run scored and that the common scale has not taken it in yet.
+    said = [record.getMessage() for record in caplog.records if record.name == "goldenset_client.inspect"]
+    assert any(line.startswith(f"goldenset run {run_id}: mean score ") for line in said), said
+    assert f"run {run_id}: not on the common scale of ops yet (refitted in the background once results arrive)" in said
 
     assert log.status == "success", log.error
     assert log.samples is not None and log.eval.metadata is not None and log.eval.metadata[RUN_ID] == run_id
@@ -110,6 +117,11 @@ def test_an_inspect_eval_of_a_run_posts_its_scores_and_is_in_the_ledger(ops: tup
     assert log.results.scores[0].metrics["mean"].value == pytest.approx(statistics.fmean(scores))
     stored = {result.item_id: result.score for result in client.list_results(run_id)}
     assert stored == {int(sample.id): value_to_float()(sample.scores["goldenset"].value) for sample in log.samples if sample.scores}
+
+    # Once the scale is refitted, the run's summary places it there.
+    assert refit_stale(engine) == ["ops"]
+    line = client.get_run(run_id).scale_line()
+    assert line.startswith(f"run {run_id}: equated score ") and "on release 1 of ops (common scale version 1)" in line, line
 
     # Posting again (from the log, as another process would) is accepted unchanged; nothing is pending.
     assert pending_results(run_id) == [] and post_pending_results(run_id) is None

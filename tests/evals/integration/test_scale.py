@@ -101,6 +101,11 @@ def test_the_scale_orders_models_places_releases_and_splits_a_change(engine: Eng
         assert entry["equated_score"]["low"] <= entry["equated_score"]["value"] <= entry["equated_score"]["high"]
         assert entry["ability"]["low"] <= entry["ability"]["value"] <= entry["ability"]["high"]
 
+    # Each run's own page says where it stands: the same ability and equated score as the fit.
+    weak = api.get(f"/v1/runs/{world[('weak', 1)]}", headers=reader).json()["scale"]
+    assert (weak["fit_version"], weak["stale"], weak["reference_release"]) == (1, False, 2)
+    assert weak["equated_score"] == runs[world[("weak", 1)]]["equated_score"] and weak["ability"] == runs[world[("weak", 1)]]["ability"]
+
     change = api.get("/v1/reports/score-change", params={"run_a": world[("weak", 1)], "run_b": world[("strong", 2)]}, headers=reader).json()
     assert change["fit_version"] == 1 and change["model"]["value"] > 20 and change["model"]["excludes_zero"]
     assert abs(change["set"]["value"] + change["model"]["value"] - change["total"]["value"]) < 1.0
@@ -110,11 +115,16 @@ def test_the_scale_orders_models_places_releases_and_splits_a_change(engine: Eng
 
 
 def test_newer_results_make_the_fit_stale_and_the_next_version_keeps_the_draws(engine: Engine, api: TestClient, world: dict[tuple[str, int], int]) -> None:
+    reader = auth(token(engine, "read"))
+    assert api.get(f"/v1/runs/{world[('good', 1)]}", headers=reader).json()["scale"] is None  # no fit yet
     with Session(engine) as session:
         evaluation = require_eval(session=session, name="ops")
     first = refit(engine, evaluation=evaluation)
     assert first is not None and first.version == 1 and first.draw_count > 0
     extra = _run(engine, "good", 2)
+    # The new run is not on the fit yet; the runs that are say the fit is stale.
+    assert api.get(f"/v1/runs/{extra}", headers=reader).json()["scale"] is None
+    assert api.get(f"/v1/runs/{world[('good', 1)]}", headers=reader).json()["scale"]["stale"] is True
     with Session(engine) as session:
         assert eval_scale(session, evaluation).stale
         with pytest.raises(ProblemError) as refused:
@@ -134,6 +144,7 @@ def test_sealed_runs_stay_off_the_scale_and_mismatched_runs_are_refused(engine: 
     reader = auth(token(engine, "read"))
     scale = api.get("/v1/evals/ops/scale", headers=reader).json()
     assert sealed not in {entry["id"] for entry in scale["runs"]}
+    assert api.get(f"/v1/runs/{sealed}", headers=auth(token(engine, "read", "sealed"))).json()["scale"] is None
     refused = api.get("/v1/reports/score-change", params={"run_a": world[("fair", 1)], "run_b": sealed}, headers=reader)
     assert refused.status_code == 422 and refused.json()["reason"] == "sealed_run"
     unknown = api.get("/v1/reports/score-change", params={"run_a": world[("fair", 1)], "run_b": 999_999}, headers=reader)

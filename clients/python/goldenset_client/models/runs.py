@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from goldenset_client.models._base import _Request, _Response
+from goldenset_client.models.scale import RunOnScale
 
 
 class AuditEventRead(_Response):
@@ -324,3 +325,18 @@ class RunSummary(_Response):
     score: ScoreInterval
     human_success_mean: float | None
     human_success_n: int
+    scale: RunOnScale | None = None  # on the eval's newest common-scale fit; None for sealed runs or before the fit holds the run
+
+    def scale_line(self) -> str:
+        """Where the run stands on its eval's common scale, in one line: its equated score on the
+        reference release with the 95% interval, or why it is not on the scale (yet)."""
+        if self.split != "dev":
+            return f"run {self.id}: a {self.split} run is not on the common scale (it is fitted over dev runs only)"
+        if self.scale is None:
+            return f"run {self.id}: not on the common scale of {self.eval} yet (refitted in the background once results arrive)"
+        found, fit = self.scale.equated_score, self.scale
+        stale = "; newer results wait for the next refit" if fit.stale else ""
+        return (
+            f"run {self.id}: equated score {found.value:.1f} [{found.low:.1f}, {found.high:.1f}] on release {fit.reference_release} of {self.eval} "
+            f"(common scale version {fit.fit_version}{stale})"
+        )

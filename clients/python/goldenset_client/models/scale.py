@@ -41,6 +41,18 @@ class RunScale(_Response):
     equated_score: ScaleEstimate
 
 
+class RunOnScale(_Response):
+    """Where a dev run stands on its eval's newest scale fit: ability and equated score on the
+    reference release (0-100); `stale` when results arrived after the fit."""
+
+    fit_version: int
+    fitted_at: datetime
+    stale: bool
+    reference_release: int
+    ability: ScaleEstimate
+    equated_score: ScaleEstimate
+
+
 class EvalScale(_Response):
     """The eval's newest scale fit; `stale` when results arrived after it."""
 
