@@ -12,7 +12,7 @@ Charts are drawn only when their image is asked for.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -30,25 +30,15 @@ from service.evidence.probe_worker import ProbeWorker
 from service.evidence.probes import list_probes, prepare_probe, probe_read, require_probe
 from service.evidence.temporal_split import temporal_split
 from service.runs.model_registry import list_endpoints, list_models
+from service.ui.charts import chart_answer, chart_format
+from service.ui.evidence_reports import reports_context
 from service.ui.pages import UiRefused, done, field_errors, need, page, ui_router
 
 router = ui_router()
 
-ChartFormat = Literal["svg", "png"]
-MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
 PROBES_SHOWN = 50
 PROBE_FIELDS = ("eval", "release", "corpus", "model", "endpoint", "limit", "primary_metric", "remote_model", "concurrency", "timeout_seconds", "max_attempts")
 PROBE_DEFAULTS = {"release": "latest", "primary_metric": SimilarityMetric.LEVENSHTEIN.value, "concurrency": "4", "timeout_seconds": "60", "max_attempts": "4"}
-
-
-def _chart(image: bytes, image_format: str, filename: str) -> Response:
-    return Response(image, media_type=MEDIA_TYPES[image_format], headers={"Cache-Control": "no-store", "Content-Disposition": f'inline; filename="{filename}.{image_format}"'})
-
-
-def _format(value: str) -> ChartFormat:
-    if value not in MEDIA_TYPES:
-        raise UiRefused(404, "No such chart", f"charts come as .svg or .png, not .{value}")
-    return value  # type: ignore[return-value]
 
 
 def _choices(session: Session) -> dict[str, Any]:
@@ -93,16 +83,32 @@ def evidence_context(session: Session, *, model: str = "", eval_name: str = "", 
 
 
 @router.get("/ui/evidence")
-def evidence(request: Request, model: str = "", eval: str = "", corpus: str = "") -> HTMLResponse:
+def evidence(
+    request: Request,
+    model: str = "",
+    eval: str = "",
+    corpus: str = "",
+    inflation_model: str = "",
+    inflation_eval: str = "",
+    inflation_corpus: str = "",
+    run_a: str = "",
+    run_b: str = "",
+) -> HTMLResponse:
+    """The evidence page: the temporal split (`model`, `eval` or `corpus`), the public-inflation
+    report (`inflation_*`), a score change (`run_a`, `run_b`), the probes, and the probe form."""
     need(request, Scope.READ, "Reading contamination evidence")
+    inflation = {"model": inflation_model.strip(), "eval": inflation_eval.strip(), "corpus": inflation_corpus.strip()}
+    change = {"run_a": run_a.strip(), "run_b": run_b.strip()}
     with Session(request.app.state.engine) as session:
-        return page(request, "evidence.html", evidence_context(session, model=model.strip(), eval_name=eval.strip(), corpus=corpus.strip()))
+        context = evidence_context(session, model=model.strip(), eval_name=eval.strip(), corpus=corpus.strip())
+        context.update(reports_context(session, inflation=inflation, change=change))
+        return page(request, "evidence.html", context)
 
 
 @router.get("/ui/evidence/probes/{probe_id}/chart.{image_format}")
 def probe_chart(request: Request, probe_id: str, image_format: str) -> Response:
     need(request, Scope.READ, "Reading contamination evidence")
-    chosen = _format(image_format)
+    chosen = chart_format(image_format)
     if not probe_id.isdigit() or int(probe_id) > MAX_ROW_ID:
         raise UiRefused(404, "No such probe", f"no probe with id {probe_id!r}")
     with Session(request.app.state.engine) as session:
@@ -114,20 +120,20 @@ def probe_chart(request: Request, probe_id: str, image_format: str) -> Response:
         raise UiRefused(409, "No chart yet", f"probe {probe_id} is {shown.status.value} ({shown.done} of {shown.total} items): its chart comes with its report")
     from curation.evidence.charts import probe_chart as draw  # matplotlib loads only when a chart is asked for
 
-    return _chart(draw(shown.report, image_format=chosen), chosen, f"probe-{probe_id}")
+    return chart_answer(draw(shown.report, image_format=chosen), chosen, f"probe-{probe_id}")
 
 
 @router.get("/ui/evidence/temporal-split/chart.{image_format}")
 def temporal_split_chart(request: Request, image_format: str, model: str = "", eval: str = "", corpus: str = "") -> Response:
     need(request, Scope.READ, "Reading contamination evidence")
-    chosen = _format(image_format)
+    chosen = chart_format(image_format)
     with Session(request.app.state.engine) as session:
         report, why = _split(session, model.strip(), eval.strip(), corpus.strip())
     if report is None:
         raise UiRefused(422, "No report", why or "Pick a model.")
     from curation.evidence.charts import temporal_split_chart as draw  # matplotlib loads only when a chart is asked for
 
-    return _chart(draw(report, image_format=chosen), chosen, f"temporal-split-{report.model}".replace("/", "_"))
+    return chart_answer(draw(report, image_format=chosen), chosen, f"temporal-split-{report.model}".replace("/", "_"))
 
 
 def probe_request(typed: dict[str, str], *, allow_exposure: bool, api_key: str) -> ProbeCreate:

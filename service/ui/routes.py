@@ -28,6 +28,7 @@ from service.ui import (
     eval_actions,
     evals,
     evidence,
+    evidence_reports,
     items,
     models,
     overview,
@@ -48,7 +49,10 @@ from service.ui.refusals import Refusal, install_refusal_pages, shows_refusal
 
 SIGN_IN_BODY_BYTES = 8 * 1024
 """The sign-in form's largest body: a token, the form's CSRF value and the page to return to."""
-PAGES = (review, review_team, team, questions, items, eval_actions, evals, sources, registry, registry_forms, evidence, run_compare, runs, models, audit, tokens, upload)
+PAGES = (
+    review, review_team, team, questions, items, eval_actions, evals, sources, registry, registry_forms,
+    evidence, evidence_reports, run_compare, runs, models, audit, tokens, upload,
+)  # fmt: skip
 """The page modules, each with a `router` from `service.ui.pages.ui_router`."""
 
 router = ui_router()

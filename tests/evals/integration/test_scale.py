@@ -199,3 +199,24 @@ def test_the_releases_page_shows_each_releases_difficulty_index(engine: Engine, 
         sign_in(browser, reader)
         page = browser.get("/ui/evals/ops/releases").text
     assert "Difficulty index [95%]" in page and "common scale (version 1" in page
+
+
+def test_the_evidence_page_splits_a_score_change_with_its_chart(engine: Engine, app: FastAPI, world: dict[tuple[str, int], int]) -> None:
+    pair = {"run_a": world[("weak", 1)], "run_b": world[("strong", 2)]}
+    with TestClient(app, follow_redirects=False) as browser:
+        reader, _ = make_token(engine, "reader", "read")
+        sign_in(browser, reader)
+        before = browser.get("/ui/evidence", params=pair).text
+        assert "are not on the newest scale of eval" in before and "<code>goldenset scale refit --eval ops</code>" in before
+        assert browser.get("/ui/evidence", params={"run_a": "x", "run_b": "1"}).text.count("Give the ids of two runs of one eval") == 1
+        refit_stale(engine)
+        page = browser.get("/ui/evidence", params=pair).text
+        svg = browser.get("/ui/evidence/score-change/chart.svg", params=pair)
+        png = browser.get("/ui/evidence/score-change/chart.png", params=pair)
+        missing = browser.get("/ui/evidence/score-change/chart.svg", params={"run_a": pair["run_a"], "run_b": 999_999})
+    assert f"Run {pair['run_a']} (weak, release 1) to run {pair['run_b']} (strong, release 2) on ops" in page
+    assert "Due to the set" in page and "Due to the model" in page and "common scale version 1" in page
+    assert f"/ui/evidence/score-change/chart.svg?run_a={pair['run_a']}&amp;run_b={pair['run_b']}" in page
+    assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml" and svg.text.lstrip().startswith("<?xml")
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    assert missing.status_code == 422 and "no run with id 999999" in missing.text

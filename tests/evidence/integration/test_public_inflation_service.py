@@ -5,6 +5,7 @@ never counting; and problems that say what is missing."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 from sqlalchemy.engine import Engine
@@ -19,6 +20,7 @@ from tests.evidence_support import PUBLIC_CORPUS, InflationBench, inflation_benc
 from tests.run_support import released_eval
 from tests.support.images import assert_png, assert_svg
 from tests.support.inflation_world import inflation_world
+from tests.ui_support import sign_in
 
 URL = "/v1/reports/public-inflation"
 REFERENCES = [f"ref-{number:02d}" for number in range(10)]
@@ -74,6 +76,18 @@ def test_a_simulated_clean_and_inflated_model_give_the_librarys_numbers_over_htt
     assert primed.difference - steady.difference == pytest.approx(0.10, abs=0.02)
     assert "evidence about one score (the public score on public-kev) for one model (primed)" in primed.statement
     assert "not a verdict" in primed.statement
+
+    # The evidence page shows the same report, with its reference models and its chart.
+    with httpx.Client(base_url=live_server.url, follow_redirects=False, timeout=60) as browser:
+        sign_in(browser, live_server.token("read"))  # type: ignore[arg-type]  # the same calls as a TestClient
+        asked = {"inflation_model": PRIMED, "inflation_eval": "ops", "inflation_corpus": PUBLIC_CORPUS}
+        page = browser.get("/ui/evidence", params=asked).text
+        chart = browser.get("/ui/evidence/public-inflation/chart.svg", params={"model": PRIMED, "eval": "ops", "corpus": PUBLIC_CORPUS})
+        partial = browser.get("/ui/evidence", params={"inflation_model": PRIMED}).text
+    assert f"{PRIMED} on {PUBLIC_CORPUS} against ops" in page and '<span class="state flag-yes">flagged</span>' in page
+    assert f"{primed.difference:+.3f}" in page and all(f"<th scope=\"row\">{name}</th>" in page for name in REFERENCES)
+    assert chart.status_code == 200 and b"primed on public-kev against ops" in chart.content
+    assert "Pick the model, the private eval and the public corpus to compare." in partial
 
 
 def test_problems_say_what_is_missing(live_server: LiveServer, engine: Engine) -> None:
