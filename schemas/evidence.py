@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from schemas.probe_tests import ProbeMetric
+
 SplitHalfLabel = Literal["before_cutoff", "after_cutoff"]
 MonthHalf = Literal["before_cutoff", "after_cutoff", "straddles_cutoff"]
 ProbeBand = Literal["pre_cutoff", "control"]
@@ -304,18 +306,6 @@ class ProbeCompletion(BaseModel):
     attempts: int = 0
 
 
-class SimilarityMetric(StrEnum):
-    """How close a completion is to the true remainder, both in [0, 1].
-
-    `levenshtein`: normalised Levenshtein similarity (1 − edit distance / longer length).
-    `lcs_ratio`: the longest common substring's length over the remainder's length (the longest
-    verbatim run reproduced).
-    """
-
-    LEVENSHTEIN = "levenshtein"
-    LCS_RATIO = "lcs_ratio"
-
-
 class ProbeItemResult(BaseModel):
     """One probed item. `remainder_chars` is the length of what it had to reproduce; `similarity` per metric; `control_tail` per metric is the share of the
     control band scoring at least as high (for a pre-cutoff item, (k + 1) / (n + 1): a per-item
@@ -327,9 +317,9 @@ class ProbeItemResult(BaseModel):
     occurred_at: AwareDatetime
     band: ProbeBand
     remainder_chars: int
-    similarity: dict[SimilarityMetric, float]
-    control_tail: dict[SimilarityMetric, float]
-    above_control_p95: dict[SimilarityMetric, bool]
+    similarity: dict[ProbeMetric, float]
+    control_tail: dict[ProbeMetric, float]
+    above_control_p95: dict[ProbeMetric, bool]
 
 
 class MetricComparison(BaseModel):
@@ -343,7 +333,7 @@ class MetricComparison(BaseModel):
     `length_matched_p_value < alpha`.
     """
 
-    metric: SimilarityMetric
+    metric: ProbeMetric
     pre_median: float
     control_median: float
     median_gap: float
@@ -373,14 +363,14 @@ class ProbeReport(BaseModel):
     n_not_cut: int
     pre_remainder_median_chars: float
     control_remainder_median_chars: float
-    primary_metric: SimilarityMetric
+    primary_metric: ProbeMetric
     metrics: list[MetricComparison]
     items: list[ProbeItemResult]
     warnings: list[EvidenceWarning]
     summary: str
     statement: str
 
-    def comparison(self, metric: SimilarityMetric) -> MetricComparison:
+    def comparison(self, metric: ProbeMetric) -> MetricComparison:
         """The comparison on `metric`."""
         for comparison in self.metrics:
             if comparison.metric == metric:

@@ -21,7 +21,8 @@ from scipy import stats
 
 from curation.evidence.probing import ProbePlan, similarity
 from curation.evidence.wording import evidence_statement, p_text
-from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, SimilarityMetric, cutoff_instant
+from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, cutoff_instant
+from schemas.probe_tests import COMPLETION_METRICS, ProbeMetric
 
 FloatArray = NDArray[np.float64]
 
@@ -135,7 +136,7 @@ class Answered(NamedTuple):
 
     item: ProbeItem
     remainder_chars: int
-    scores: dict[SimilarityMetric, float]
+    scores: dict[ProbeMetric, float]
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Banded:
     members: dict[ProbeBand, list[Answered]]
     lengths: dict[ProbeBand, NDArray[np.int64]]
 
-    def values(self, metric: SimilarityMetric) -> dict[ProbeBand, FloatArray]:
+    def values(self, metric: ProbeMetric) -> dict[ProbeBand, FloatArray]:
         """Each band's similarities by `metric`, in member order."""
         return {band: np.array([entry.scores[metric] for entry in self.members[band]], dtype=np.float64) for band in BANDS}
 
@@ -177,7 +178,7 @@ def probe_report(
     cutoff: date,
     model: str,
     alpha: float = 0.05,
-    primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN,
+    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN,
     min_band: int = MIN_BAND,
 ) -> ProbeReport:
     """Score `completions` against the plan's remainders and compare the bands.
@@ -198,7 +199,7 @@ def probe_report(
             f"after {scored.failed} failed probes, {n_pre} pre-cutoff and {n_control} control items are left; "
             f"the comparison needs items on both sides of {cutoff.isoformat()} (at least {min_band} each to be useful)"
         )
-    outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in SimilarityMetric}
+    outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in COMPLETION_METRICS}
     comparisons = [outcome.comparison for outcome in outcomes.values()]
     pre_chars, control_chars = float(np.median(banded.lengths["pre_cutoff"])), float(np.median(banded.lengths["control"]))
     warnings = _warnings(n_pre, n_control, scored.failed, len(completions), plan.not_cut, min_band)
@@ -257,7 +258,7 @@ def split_at_cutoff(answered: Sequence[Answered], cutoff: date) -> Banded:
     return Banded(band_of=band_of, members=members, lengths=lengths)
 
 
-def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) -> MetricOutcome:
+def compare_metric(metric: ProbeMetric, banded: Banded, *, alpha: float) -> MetricOutcome:
     """Compare the bands on `metric` (`compare_bands`, and `length_matched_mann_whitney`, whose
     p-value below `alpha` flags it), with every item's control tail."""
     values = banded.values(metric)
@@ -283,7 +284,7 @@ def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) ->
     return MetricOutcome(comparison=comparison, threshold=float(compared.control_p95), tails=tails)
 
 
-def item_results(answered: Sequence[Answered], banded: Banded, outcomes: Mapping[SimilarityMetric, MetricOutcome]) -> list[ProbeItemResult]:
+def item_results(answered: Sequence[Answered], banded: Banded, outcomes: Mapping[ProbeMetric, MetricOutcome]) -> list[ProbeItemResult]:
     """Each answered item in the order given: its band, remainder length, similarities, control
     tails and whether it lies above the control's 95th percentile, by metric."""
     return [

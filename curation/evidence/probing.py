@@ -18,7 +18,8 @@ from difflib import SequenceMatcher
 from rapidfuzz.distance import Levenshtein
 
 from curation.refusals import Refused
-from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt, SimilarityMetric
+from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt
+from schemas.probe_tests import ProbeMetric
 
 SYSTEM_PROMPT = "You reproduce items from datasets exactly as they appear in the dataset."
 
@@ -150,7 +151,7 @@ def longest_common_substring(a: str, b: str) -> int:
     return SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b)).size
 
 
-def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[SimilarityMetric, float]:
+def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[ProbeMetric, float]:
     """How closely `completion` reproduces `remainder`, each metric in [0, 1].
 
     Whitespace runs count as one space on both sides, and a completion that starts by repeating
@@ -167,6 +168,6 @@ def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[Sim
     if not truth:
         raise ValueError("the remainder is empty: there is nothing to reproduce")
     return {
-        SimilarityMetric.LEVENSHTEIN: float(Levenshtein.normalized_similarity(answer, truth)),
-        SimilarityMetric.LCS_RATIO: longest_common_substring(truth, answer) / len(truth),
+        ProbeMetric.LEVENSHTEIN: float(Levenshtein.normalized_similarity(answer, truth)),
+        ProbeMetric.LCS_RATIO: longest_common_substring(truth, answer) / len(truth),
     }
