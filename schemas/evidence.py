@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from schemas.probe_tests import ProbeMetric
+from schemas.probe_tests import TEST_SEES, ProbeMetric, ProbeTest
 
 SplitHalfLabel = Literal["before_cutoff", "after_cutoff"]
 MonthHalf = Literal["before_cutoff", "after_cutoff", "straddles_cutoff"]
@@ -307,7 +307,8 @@ class ProbeCompletion(BaseModel):
 
 
 class ProbeItemResult(BaseModel):
-    """One probed item. `remainder_chars` is the length of what it had to reproduce; `similarity` per metric; `control_tail` per metric is the share of the
+    """One probed item. `remainder_chars` is the length of what was scored (the remainder it had to
+    reproduce, or the whole text for a log-probability test); `similarity` its score per metric; `control_tail` per metric is the share of the
     control band scoring at least as high (for a pre-cutoff item, (k + 1) / (n + 1): a per-item
     p-value against the control band; for a control item, computed without itself);
     `above_control_p95` per metric whether it lies above the control's 95th percentile. Reports carry
@@ -346,17 +347,27 @@ class MetricComparison(BaseModel):
 
 
 class ProbeReport(BaseModel):
-    """A completion probe of one model on one dataset: per-item results and, per metric, the
-    comparison of pre-cutoff items with the control band (items dated on or after the cutoff).
-    `primary_metric` is the one the summary speaks of."""
+    """A probe of one model on one dataset: per-item results and, per metric, the comparison of
+    pre-cutoff items with the control band (items dated on or after the cutoff).
+
+    `test` is the test that ran and `test_sees` what it can and cannot see; `reference_model` and
+    `reference_endpoint` name the reference of a `reference_logprob` test. `primary_metric` is the
+    one the summary speaks of. For the completion test an item's `remainder_chars` and `similarity`
+    are the remainder's length and the completion's similarity to it, and `cut_policy` how items
+    were cut; for the log-probability tests they are the whole scored text's length and its
+    membership scores, and nothing is cut."""
 
     kind: Literal["completion_probe"] = "completion_probe"
+    test: ProbeTest = ProbeTest.COMPLETION
+    test_sees: str = TEST_SEES[ProbeTest.COMPLETION]
     model: str
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
     dataset: str
     split: str
     cutoff: date
     alpha: float
-    cut_policy: CutPolicy
+    cut_policy: CutPolicy | None = None
     n_pre_cutoff: int
     n_control: int
     n_failed: int

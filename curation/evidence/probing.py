@@ -111,10 +111,9 @@ class ProbePlan:
     not_cut: dict[str, str] = field(default_factory=dict)
 
 
-def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy: CutPolicy | None = None, max_tokens_cap: int = 512) -> ProbePlan:
-    """Cut every item and build its prompt. Raises `SealedItemRefused` if any item is sealed and
-    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`."""
-    policy = policy or CutPolicy()
+def items_to_probe(items: Sequence[ProbeItem]) -> dict[str, ProbeItem]:
+    """The items by id, in the order given, for any probe test. Raises `SealedItemRefused` if any
+    item is sealed (before anything is sent) and `ValueError` on a repeated item id."""
     sealed = [item.item_id for item in items if item.sealed]
     if sealed:
         raise SealedItemRefused(f"{len(sealed)} sealed items were handed to the probe (first: {sealed[0]}); sealed content is never probed; nothing was sent")
@@ -123,6 +122,14 @@ def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy:
         if item.item_id in by_id:
             raise ValueError(f"item id {item.item_id} appears twice; each probed item needs a unique id")
         by_id[item.item_id] = item
+    return by_id
+
+
+def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy: CutPolicy | None = None, max_tokens_cap: int = 512) -> ProbePlan:
+    """Cut every item and build its prompt. Raises `SealedItemRefused` if any item is sealed and
+    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`."""
+    policy = policy or CutPolicy()
+    by_id = items_to_probe(items)
     cuts: dict[str, ProbeCut] = {}
     prompts: list[ProbePrompt] = []
     not_cut: dict[str, str] = {}
