@@ -19,6 +19,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from curation.evidence.clean_band import clean_band_warning
+from curation.evidence.length_strata import LENGTH_STRATA, expected_share_above, length_strata
 from curation.evidence.probing import ProbePlan, similarity
 from curation.evidence.wording import evidence_statement, p_text
 from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, SimilarityMetric, cutoff_instant
@@ -33,8 +35,6 @@ for a spread); below them there is no report."""
 MIN_BAND = 20
 """Below this many items in a band, the control's 95th percentile is its maximum or beyond and the
 U test has little power: the report warns."""
-LENGTH_STRATA = 10
-"""Strata of remainder length for the length-matched test (quantiles of all probed remainders)."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,7 @@ def length_matched_mann_whitney(pre: FloatArray, control: FloatArray, *, pre_len
     of the bands contribute nothing; with no usable stratum, or all values tied, the p-value is 1.
     """
     pre, control = np.asarray(pre, dtype=np.float64), np.asarray(control, dtype=np.float64)
-    lengths = np.concatenate([pre_lengths, control_lengths]).astype(np.float64)
-    edges = np.quantile(lengths, np.linspace(0.0, 1.0, strata + 1)[1:-1])
-    stratum = np.searchsorted(edges, lengths, side="right")
+    stratum = np.concatenate(length_strata(pre_lengths, control_lengths, strata=strata))
     values = np.concatenate([pre, control])
     is_pre = np.arange(values.size) < pre.size
     # Rank within each stratum in one pass: sort by (stratum, value), average the ranks of tied runs.
@@ -204,6 +202,8 @@ def probe_report(
     warnings = _warnings(n_pre, n_control, scored.failed, len(completions), plan.not_cut, min_band)
     if (drift := length_drift(banded, alpha=alpha)) is not None:
         warnings.append(drift)
+    if (unclean := clean_band_warning(plan.near_pre_cutoff)) is not None:
+        warnings.append(unclean)
     primary = outcomes[primary_metric].comparison
     return ProbeReport(
         model=model,
@@ -216,13 +216,14 @@ def probe_report(
         n_control=n_control,
         n_failed=scored.failed,
         n_not_cut=len(plan.not_cut),
+        n_control_near_pre_cutoff=len(plan.near_pre_cutoff),
         pre_remainder_median_chars=pre_chars,
         control_remainder_median_chars=control_chars,
         primary_metric=primary_metric,
         metrics=comparisons,
         items=item_results(scored.answered, banded, outcomes),
         warnings=warnings,
-        summary=_summary(primary, n_pre, n_control, cutoff),
+        summary=_summary(primary, n_pre, n_control, cutoff, left_out=len(plan.near_pre_cutoff)),
         statement=evidence_statement(
             what=f"completion similarity ({primary_metric.value})", model=model, corpus=f"{plan.dataset} ({plan.split})", cutoff=cutoff, n_after=n_control
         ),
@@ -264,6 +265,7 @@ def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) ->
     pre, control = values["pre_cutoff"], values["control"]
     compared = compare_bands(pre, control)
     matched = length_matched_mann_whitney(pre, control, pre_lengths=banded.lengths["pre_cutoff"], control_lengths=banded.lengths["control"])
+    expected = expected_share_above(CONTROL_QUANTILE, pre_lengths=banded.lengths["pre_cutoff"], control=control, control_lengths=banded.lengths["control"])
     comparison = MetricComparison(
         metric=metric,
         pre_median=float(compared.pre_median),
@@ -271,6 +273,7 @@ def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) ->
         median_gap=float(compared.median_gap),
         control_p95=float(compared.control_p95),
         share_above_control_p95=float(compared.share_above_control_p95),
+        expected_share_length_matched=expected,
         mann_whitney_u=float(compared.u_statistic),
         p_value=float(compared.p_value),
         length_matched_p_value=matched,
@@ -350,14 +353,27 @@ def _warnings(n_pre: int, n_control: int, failed: int, sent: int, not_cut: Mappi
     return warnings
 
 
-def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date) -> str:
+def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date, *, left_out: int) -> str:
+    """The report's headline: the medians, the share above the control's 95th percentile beside
+    the share expected there by chance given the pre-cutoff items' lengths (never against a bare
+    5%: `curation.evidence.length_strata`), both p-values, and how many items were kept out of the
+    control band as near copies of older items."""
+    clean = f" ({left_out} more were left out as near copies of older items)" if left_out else ""
     head = (
         f"On {primary.metric.value} similarity, the {n_pre} items dated before {cutoff.isoformat()} have a median of "
-        f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it "
+        f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it{clean} "
         f"(gap {primary.median_gap:+.3f}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
-        f"({primary.control_p95:.3f}), where about 5% would by chance (Mann–Whitney {p_text(primary.p_value)}; "
+        f"({primary.control_p95:.3f}), {expected_wording(primary)} (Mann–Whitney {p_text(primary.p_value)}; "
         f"comparing items of similar length, {p_text(primary.length_matched_p_value)})."
     )
     if primary.flagged:
         return head + " The model reproduces the older items more closely than items it cannot have seen, which is what having seen them would produce."
     return head + " The older items are reproduced no more closely than chance explains: no sign here that the model has seen them."
+
+
+def expected_wording(comparison: MetricComparison) -> str:
+    """What share of pre-cutoff items would lie above the control's 95th percentile by chance,
+    given their remainder lengths, as a clause: `where about 9% would by chance, given their lengths`."""
+    if comparison.expected_share_length_matched is None:
+        return "where chance would put a share that depends on their lengths (not computed for this report)"
+    return f"where about {comparison.expected_share_length_matched:.0%} would by chance, given their remainder lengths"

@@ -27,6 +27,7 @@ from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.evidence.clean_band import NearTo
 from curation.evidence.probe_items import corpus_probe_items, eval_probe_items
 from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS
 from curation.evidence.probing import ProbePlan, plan_probes
@@ -96,11 +97,13 @@ class KeySource(NamedTuple):
 class ProbeTarget:
     """What a probe reads, as `items`, with the dataset and split names its report carries: the dev
     items of an eval's release (`evaluation`, `release`, and their frozen rows `release_rows`) or
-    those of a public corpus (`corpus`, and its item rows `corpus_rows`)."""
+    those of a public corpus (`corpus`, and its item rows `corpus_rows`); `near_pre_cutoff`: the
+    items kept out of the control band as near copies of items dated before the cutoff."""
 
     items: list[ProbeItem]
     dataset: str
     split: str
+    near_pre_cutoff: Mapping[str, NearTo]
     evaluation: Eval | None = None
     release: Release | None = None
     release_rows: Sequence[ReleaseItem] = ()
@@ -132,7 +135,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         key = key_source(data, endpoint.name, environ)
         cutoff = require_cutoff(model)
         target = _target(session, data, endpoint, cutoff=cutoff, actor=actor, terms_max_age_days=terms_max_age_days)
-        plan = _plan(target.items, data, target.dataset, target.split, cutoff)
+        plan = _plan(target, data, cutoff)
         probe_id = _record_probe(session, data, target, plan, model=model, endpoint=endpoint, actor=actor, api_key_from=key.api_key_from)
     return PreparedProbe(
         probe_id=probe_id,
@@ -183,14 +186,14 @@ def _target(session: Session, data: ProbeCreate, endpoint: Endpoint, *, cutoff: 
     if data.eval is None:
         assert data.corpus is not None
         corpus = require_corpus(session=session, name=data.corpus)
-        corpus_rows, items = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
-        return ProbeTarget(items, data.dataset_name or corpus.name, data.split_name or "test", corpus=corpus, corpus_rows=corpus_rows)
+        corpus_rows, items, near = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
+        return ProbeTarget(items, data.dataset_name or corpus.name, data.split_name or "test", near, corpus=corpus, corpus_rows=corpus_rows)
     evaluation = require_eval(session=session, name=data.eval)
     release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
     if not data.allow_exposure:
         _gate_terms(evaluation, endpoint, actor=actor, terms_max_age_days=terms_max_age_days)
-    rows, items = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
-    return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, evaluation=evaluation, release=release, release_rows=rows)
+    rows, items, near = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
+    return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, near, evaluation=evaluation, release=release, release_rows=rows)
 
 
 def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_age_days: int) -> None:
@@ -214,10 +217,10 @@ def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_a
     raise AuditedRefusal(event, problem)
 
 
-def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, cutoff: date) -> ProbePlan:
-    """Cut the items and build their prompts (`plan_probes`: SealedItemRefused, 409, should a
-    sealed item be among them); 422 when either side of the cutoff has too few items to compare."""
-    plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
+def _plan(target: ProbeTarget, data: ProbeCreate, cutoff: date) -> ProbePlan:
+    """Cut the target's items and build their prompts (`plan_probes`: SealedItemRefused, 409, should
+    a sealed item be among them); 422 when either side of the cutoff has too few items to compare."""
+    plan = plan_probes(target.items, dataset=target.dataset, split=target.split, policy=data.cut_policy, near_pre_cutoff=target.near_pre_cutoff)
     instant = cutoff_instant(cutoff)
     before = sum(1 for prompt in plan.prompts if plan.items[prompt.item_id].occurred_at < instant)
     after = len(plan.prompts) - before
