@@ -98,7 +98,9 @@ def near_any(
             by_hash.setdefault(normalised, []).append(position)
     sketched = [position for position, reference in enumerate(references) if tokens(reference.text)]
     sketches = dict(zip(sketched, sketch_texts((references[position].text for position in sketched), recipe), strict=True))
-    lsh = MinHashLSH(threshold=config.lsh_threshold, num_perm=recipe.num_perm)
+    # Candidates come from an LSH a little below the link level, so that pairs at the level are
+    # not lost to banding; each is then held to the level by its estimated Jaccard.
+    lsh = MinHashLSH(threshold=max(0.05, levels["minhash"] - 0.25), num_perm=recipe.num_perm)
     with lsh.insertion_session() as session:
         for position, sketch in sketches.items():
             session.insert(position, sketch, check_duplication=False)

@@ -131,7 +131,11 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
     assert clean.status == "done" and exposing.status == "done", (clean.error, exposing.error)
 
     sent = [body["messages"][-1]["content"].split("First part:\n", 1)[1] for body in server.bodies]
-    assert len(sent) == len(private_eval["dev"]) + 10
+    assert clean.report is not None
+    # Dev items after the cutoff that curation linked to an older item are kept out of the control band, and counted.
+    probed = len(private_eval["dev"]) - clean.report.n_control_near_pre_cutoff
+    assert len(sent) == probed + 10
+    assert (clean.report.n_control_near_pre_cutoff > 0) == ("control_near_pre_cutoff" in {warning.code for warning in clean.report.warnings})
 
     def prefix(item_id: int) -> str:
         return cut_item(ProbeItem(item_id=str(item_id), occurred_at=datetime.now(UTC), text=private_eval["texts"][item_id])).prefix
@@ -140,8 +144,8 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
     sealed_only = {prefix(item_id) for item_id in private_eval["sealed"]} - {prefix(item_id) for item_id in private_eval["dev"]}
     assert len(sealed_only) >= len(private_eval["sealed"]) // 2
     assert sealed_only.isdisjoint(sent)
-    assert {prefix(item_id) for item_id in private_eval["dev"]} == set(sent[: len(private_eval["dev"])])
-    assert clean.report is not None and {int(result.item_id) for result in clean.report.items} == set(private_eval["dev"])
+    assert set(sent[:probed]) <= {prefix(item_id) for item_id in private_eval["dev"]}
+    assert {int(result.item_id) for result in clean.report.items} <= set(private_eval["dev"]) and len(clean.report.items) == probed
 
     with Session(engine) as session:
         ledger = {(row.run_id, row.item_id, row.split) for row in session.exec(select(RunItem))}
@@ -149,7 +153,7 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
         exposed = set(session.exec(select(Item.id).where(col(Item.exposed_at).is_not(None))).all())
         audit = [event.details for event in session.exec(select(AuditEvent).where(AuditEvent.action == "probe.refused"))]
         stored = json.dumps([probe.model_dump(mode="json") for probe in probes.values()]) + json.dumps([event.details for event in session.exec(select(AuditEvent))])
-    assert {row for row in ledger if row[0] == clean.run_id} == {(clean.run_id, item_id, "dev") for item_id in private_eval["dev"]}
+    assert {row for row in ledger if row[0] == clean.run_id} == {(clean.run_id, int(result.item_id), "dev") for result in clean.report.items}
     assert {item_id for run_id, item_id, _ in ledger if run_id == exposing.run_id} == set(probes[exposing.id].item_ids) and len(probes[exposing.id].item_ids) == 10
     assert exposed == set(probes[exposing.id].item_ids)  # only the items sent to the endpoint that trains on inputs
     assert exposing.exposes_items and not clean.exposes_items
