@@ -22,7 +22,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from scipy.special import expit, logit, ndtr, ndtri
 
-from curation.evidence.wording import p_text, points
+from curation.evidence.wording import chance_share, p_text, points
 from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, SimilarityMetric, TemporalSplitReport, cutoff_instant
 
 ImageFormat = Literal["svg", "png"]
@@ -217,7 +217,8 @@ def probe_chart(report: ProbeReport, *, metric: SimilarityMetric | None = None, 
             figure,
             f"{report.model} on {report.dataset} ({report.split}), completion similarity ({metric.value}): {verdict}",
             f"median gap {comparison.median_gap:+.2f}; {comparison.share_above_control_p95:.0%} of pre-cutoff items above the control's 95th percentile "
-            f"(about 5% by chance)\nMann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
+            f"({chance_share(comparison.expected_share_length_matched)})\n"
+            f"Mann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
             comparison.flagged,
         )
         return _render(figure, image_format, dpi)

@@ -358,11 +358,11 @@ def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date
     the share expected there by chance given the pre-cutoff items' lengths (never against a bare
     5%: `curation.evidence.length_strata`), both p-values, and how many items were kept out of the
     control band as near copies of older items."""
-    clean = f" ({left_out} more were left out as near copies of older items)" if left_out else ""
+    clean = f"; {left_out} later items were left out of the control as near copies of older ones" if left_out else ""
     head = (
         f"On {primary.metric.value} similarity, the {n_pre} items dated before {cutoff.isoformat()} have a median of "
-        f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it{clean} "
-        f"(gap {primary.median_gap:+.3f}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
+        f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it "
+        f"(gap {primary.median_gap:+.3f}{clean}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
         f"({primary.control_p95:.3f}), {expected_wording(primary)} (Mann–Whitney {p_text(primary.p_value)}; "
         f"comparing items of similar length, {p_text(primary.length_matched_p_value)})."
     )

@@ -49,3 +49,12 @@ def p_text(p_value: float) -> str:
     if p_value < 0.001:
         return "p < 0.001"
     return f"p = {p_value:.3f}"
+
+
+def chance_share(expected: float | None) -> str:
+    """The share of pre-cutoff items that would lie above the control's 95th percentile by chance,
+    given their remainder lengths (`MetricComparison.expected_share_length_matched`), in words;
+    never a bare 5%, which holds only where both bands have the same lengths and few ties."""
+    if expected is None:
+        return "share expected by chance not computed for this report"
+    return f"about {expected:.0%} by chance at their lengths"

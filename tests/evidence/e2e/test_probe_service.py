@@ -1,7 +1,8 @@
 """Completion probes through the service's HTTP API, against real language models served over
 loopback: a word n-gram model trained in the setup on the pre-cutoff half of the CISA KEV catalog
 (registered as a public corpus) is separated from the control band, one trained on news headlines
-is not. For an eval's items: the gate, the exposure ledger, and sealed items never sent."""
+is not, and the catalog's near copies of older items are kept out of the control band. For an
+eval's items: the gate, the exposure ledger, and sealed items never sent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.evidence.clean_band import DatedText, near_any
 from curation.evidence.probing import cut_item
 from schemas.audit import AuditEvent
 from schemas.evidence import ProbeItem, ProbeReport, SimilarityMetric
@@ -55,6 +57,21 @@ def inputs(engine: Engine, *, before: date | None = None) -> list[str]:
         return list(session.exec(query).all())
 
 
+def assert_clean_control_band(engine: Engine, report: ProbeReport) -> None:
+    """The KEV catalog's 27 items dated after the cutoff that copy an older one (3 word for word, 24
+    at the MinHash link level) were left out of the probe's control band, counted and warned about,
+    and no probed control item is near any item of the corpus dated before the cutoff."""
+    with Session(engine) as session:
+        stored = [DatedText(item.external_id, item.input, item.occurred_at) for item in session.exec(select(Item))]
+    control = {result.item_id for result in report.items if result.band == "control"}
+    older = [item for item in stored if item.occurred_at < datetime(KEV_CUTOFF.year, KEV_CUTOFF.month, KEV_CUTOFF.day, tzinfo=UTC)]
+    assert near_any([item for item in stored if item.item_id in control], older) == {}
+    assert report.n_control_near_pre_cutoff == 27
+    assert "; 27 later items were left out of the control as near copies of older ones)" in report.summary
+    warning = next(warning for warning in report.warnings if warning.code == "control_near_pre_cutoff")
+    assert warning.message.startswith("27 items dated on or after the cutoff were left out of the control band (24 minhash, 3 exact)")
+
+
 def headlines_model() -> WordNgramModel:
     texts: list[str] = []
     for line in (SHARED_DATA / "sts_headlines" / "pairs.jsonl").read_text(encoding="utf-8").splitlines():
@@ -87,6 +104,10 @@ def test_a_memorising_model_is_flagged_and_a_clean_one_is_not_through_the_api(li
     assert all("the catalog split of the CISA KEV dataset" in body["messages"][-1]["content"] for body in seen.bodies)
     primary = flagged.report.comparison(SimilarityMetric.LEVENSHTEIN)
     assert primary.flagged and primary.length_matched_p_value < 1e-6 and primary.median_gap > 0.3
+    assert_clean_control_band(engine, flagged.report)
+    # The headline share is read against the share chance gives at the items' lengths (not 5%).
+    chance = clean.report.comparison(SimilarityMetric.LEVENSHTEIN).expected_share_length_matched
+    assert chance is not None and f"where about {chance:.0%} would by chance, given" in clean.report.summary
     assert "not an accusation" in flagged.report.statement
     for comparison in clean.report.metrics:
         assert not comparison.flagged and abs(comparison.median_gap) < 0.05

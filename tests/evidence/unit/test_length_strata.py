@@ -92,8 +92,8 @@ def test_the_report_states_the_share_against_its_length_matched_expectation() ->
         items.append(ProbeItem(item_id=str(index), occurred_at=when + timedelta(days=400 if control else 0, hours=index), text=text))
     plan = plan_probes(items, dataset="d", split="s")
     for item_id, cut in plan.cuts.items():
-        words = cut.remainder.split()
-        completions.append(ProbeCompletion(item_id=item_id, completion=" ".join(words[: int(rng.integers(0, 3))]) or "nothing", attempts=1))
+        remainder = cut.remainder.split()
+        completions.append(ProbeCompletion(item_id=item_id, completion=" ".join(remainder[: int(rng.integers(0, 3))]) or "nothing", attempts=1))
     report = probe_report(plan, completions, cutoff=date(2024, 1, 1), model="m")
     primary = report.comparison(SimilarityMetric.LEVENSHTEIN)
     assert primary.expected_share_length_matched is not None and 0.0 <= primary.expected_share_length_matched <= 1.0
