@@ -170,8 +170,12 @@ def clean_band_warning(left_out: Mapping[str, NearTo]) -> EvidenceWarning | None
     return EvidenceWarning(
         code="control_near_pre_cutoff",
         message=(
-            f"{len(left_out)} items dated on or after the cutoff were left out of the control band ({how}): each is a near copy "
+            f"{_items(len(left_out))} dated on or after the cutoff {'was' if len(left_out) == 1 else 'were'} left out of the control band ({how}): each is a near copy "
             "of an item dated before it, at the dedup's recall-first level, so a model that saw the older item may reproduce "
             "its twin, and it would stand for an unseen item wrongly."
         ),
     )
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"

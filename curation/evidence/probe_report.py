@@ -358,7 +358,11 @@ def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date
     the share expected there by chance given the pre-cutoff items' lengths (never against a bare
     5%: `curation.evidence.length_strata`), both p-values, and how many items were kept out of the
     control band as near copies of older items."""
-    clean = f"; {left_out} later items were left out of the control as near copies of older ones" if left_out else ""
+    clean = ""
+    if left_out == 1:
+        clean = "; 1 later item was left out of the control as a near copy of an older one"
+    elif left_out:
+        clean = f"; {left_out} later items were left out of the control as near copies of older ones"
     head = (
         f"On {primary.metric.value} similarity, the {n_pre} items dated before {cutoff.isoformat()} have a median of "
         f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it "

@@ -12,7 +12,10 @@ import pytest
 from curation.dedup.fingerprints import MinHashRecipe, sketch_texts
 from curation.dedup.rules import DedupConfig
 from curation.evidence.clean_band import DatedText, RecordedLink, clean_band_warning, lexical_levels, near_any, near_pre_cutoff
+from curation.evidence.probe_report import probe_report
+from curation.evidence.probing import plan_probes
 from ingest.normalisation import normalise_text
+from schemas.evidence import ProbeCompletion, ProbeItem
 from tests.conftest import SHARED_DATA
 from tests.support.corpora import KEV_CUTOFF, load_kev
 
@@ -88,4 +91,20 @@ def test_recorded_links_join_items_whose_words_differ_and_dates_choose_the_sides
     warning = clean_band_warning(near)
     assert warning is not None and warning.code == "control_near_pre_cutoff"
     assert warning.message.startswith("3 items dated on or after the cutoff were left out of the control band (")
+    single = clean_band_warning({"new-copy": near["new-copy"]})
+    assert single is not None and single.message.startswith("1 item dated on or after the cutoff was left out")
     assert clean_band_warning({}) is None
+
+
+def test_the_report_counts_the_items_left_out_and_says_why(kev: list[DatedText]) -> None:
+    near = near_pre_cutoff(kev, cutoff=KEV_CUTOFF)
+    chosen = [item for item in kev if item.item_id not in near][::7]
+    plan = plan_probes([ProbeItem(item_id=item.item_id, occurred_at=item.occurred_at, text=item.text) for item in chosen], dataset="kev", split="catalog", near_pre_cutoff=near)
+    completions = [ProbeCompletion(item_id=item_id, completion="nothing alike", attempts=1) for item_id in plan.cuts]
+    report = probe_report(plan, completions, cutoff=KEV_CUTOFF, model="m")
+    assert report.n_control_near_pre_cutoff == len(near)
+    assert f"; {len(near)} later items were left out of the control as near copies of older ones)" in report.summary
+    assert "control_near_pre_cutoff" in {warning.code for warning in report.warnings}
+    first = dict([next(iter(near.items()))])
+    single = probe_report(plan_probes(list(plan.items.values()), dataset="kev", split="catalog", near_pre_cutoff=first), completions, cutoff=KEV_CUTOFF, model="m")
+    assert "; 1 later item was left out of the control as a near copy of an older one)" in single.summary
