@@ -327,7 +327,10 @@ class MetricComparison(BaseModel):
     """Pre-cutoff items against the control band on one metric.
 
     `median_gap` = median(pre) − median(control); `share_above_control_p95` is the share of
-    pre-cutoff items above the control's 95th percentile (about 0.05 by chance); `p_value` is the
+    pre-cutoff items above the control's 95th percentile, and `expected_share_length_matched` the
+    share expected there by chance given the pre-cutoff items' remainder lengths (the share of
+    control items of the same length strata above it: not 0.05 where lengths drift or many scores
+    tie; None in reports stored before it was computed); `p_value` is the
     one-sided Mann–Whitney U p-value for "pre-cutoff items are not more similar";
     `length_matched_p_value` the same test within strata of similar remainder length (similarity
     moves with length, and older items are often shorter or longer). `flagged` where
@@ -340,6 +343,7 @@ class MetricComparison(BaseModel):
     median_gap: float
     control_p95: float
     share_above_control_p95: float
+    expected_share_length_matched: float | None = None
     mann_whitney_u: float
     p_value: float
     length_matched_p_value: float
@@ -355,7 +359,9 @@ class ProbeReport(BaseModel):
     one the summary speaks of. For the completion test an item's `remainder_chars` and `similarity`
     are the remainder's length and the completion's similarity to it, and `cut_policy` how items
     were cut; for the log-probability tests they are the whole scored text's length and its
-    membership scores, and nothing is cut."""
+    membership scores, and nothing is cut. `n_control_near_pre_cutoff` items dated on or after the
+    cutoff were left out of the control band before sampling, as near copies of items dated before
+    it (`curation.evidence.clean_band`)."""
 
     kind: Literal["completion_probe"] = "completion_probe"
     test: ProbeTest = ProbeTest.COMPLETION
@@ -372,6 +378,7 @@ class ProbeReport(BaseModel):
     n_control: int
     n_failed: int
     n_not_cut: int
+    n_control_near_pre_cutoff: int = 0
     pre_remainder_median_chars: float
     control_remainder_median_chars: float
     primary_metric: ProbeMetric

@@ -22,7 +22,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from scipy.special import expit, logit, ndtr, ndtri
 
-from curation.evidence.wording import p_text, points, probe_test_name
+from curation.evidence.wording import chance_share, p_text, points, probe_test_name
 from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, TemporalSplitReport, cutoff_instant
 from schemas.probe_tests import ProbeMetric, ProbeTest
 
@@ -230,7 +230,8 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
             figure,
             f"{report.model}{against} on {report.dataset} ({report.split}), {probe_test_name(report.test)} ({metric.value}): {verdict}",
             f"median gap {comparison.median_gap:+.2f}; {comparison.share_above_control_p95:.0%} of pre-cutoff items above the control's 95th percentile "
-            f"(about 5% by chance)\nMann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
+            f"({chance_share(comparison.expected_share_length_matched)})\n"
+            f"Mann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
             comparison.flagged,
         )
         return _render(figure, image_format, dpi)

@@ -17,13 +17,14 @@ The flow is `plan_membership` → `score_texts_sync` (target, and the reference 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from curation.clock import EpochClock
+from curation.evidence.clean_band import NearTo
 from curation.evidence.membership import TextLogprobs, completions_echo_request, parse_completions_echo, parse_tgi_prefill, tgi_generate_request
 from curation.evidence.probe_runner import NotRetried, Progress, excerpt, post_each
 from curation.evidence.probing import format_options, items_to_probe
@@ -41,19 +42,22 @@ def scored_text(item: ProbeItem) -> str:
 @dataclass(frozen=True)
 class MembershipPlan:
     """What a log-probability test sends: `texts` (item id → the scored text, in the order sent)
-    and `items` by id."""
+    and `items` by id; `near_pre_cutoff` (item id → what it is near): items left out of the
+    control band before any was chosen (`curation.evidence.clean_band`), which the report counts."""
 
     dataset: str
     split: str
     items: dict[str, ProbeItem]
     texts: dict[str, str]
+    near_pre_cutoff: Mapping[str, NearTo] = field(default_factory=dict)
 
 
-def plan_membership(items: Sequence[ProbeItem], *, dataset: str, split: str) -> MembershipPlan:
+def plan_membership(items: Sequence[ProbeItem], *, dataset: str, split: str, near_pre_cutoff: Mapping[str, NearTo] | None = None) -> MembershipPlan:
     """Each item's scored text (`scored_text`). Raises `SealedItemRefused` if any item is sealed
     (sealed content is never probed, by any test) and `ValueError` on a repeated item id."""
     by_id = items_to_probe(items)
-    return MembershipPlan(dataset=dataset, split=split, items=by_id, texts={item_id: scored_text(item) for item_id, item in by_id.items()})
+    texts = {item_id: scored_text(item) for item_id, item in by_id.items()}
+    return MembershipPlan(dataset=dataset, split=split, items=by_id, texts=texts, near_pre_cutoff=dict(near_pre_cutoff or {}))
 
 
 @dataclass(frozen=True)

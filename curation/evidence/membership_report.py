@@ -70,5 +70,7 @@ def membership_report(
     primary = primary_metric or primary_metric_for(test, has_top_logprobs=ProbeMetric.MIN_K_PLUS_PLUS in metrics)
     if primary not in metrics:
         raise ValueError(f"the {test.value} test here compares {', '.join(metric.value for metric in metrics)}; {primary.value} is not among them")
-    setting = TestSetting(test=test, metrics=metrics, primary_metric=primary, reference_model=reference_model, reference_endpoint=reference_endpoint)
+    setting = TestSetting(
+        test=test, metrics=metrics, primary_metric=primary, reference_model=reference_model, reference_endpoint=reference_endpoint, near_pre_cutoff=plan.near_pre_cutoff
+    )
     return compare_scored(scored, setting, dataset=plan.dataset, split=plan.split, sent=len(plan.texts), cutoff=cutoff, model=model, alpha=alpha, min_band=min_band)

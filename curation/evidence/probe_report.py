@@ -19,8 +19,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from curation.evidence.clean_band import NearTo, clean_band_warning
+from curation.evidence.length_strata import expected_share_above, length_matched_mann_whitney
 from curation.evidence.probing import ProbePlan, similarity
-from curation.evidence.wording import evidence_statement, p_text, probe_conclusion, probe_test_name
+from curation.evidence.wording import evidence_statement, expected_wording, p_text, probe_conclusion, probe_test_name
 from schemas.evidence import CutPolicy, EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, cutoff_instant
 from schemas.probe_tests import COMPLETION_METRICS, TEST_SEES, ProbeMetric, ProbeTest
 
@@ -34,8 +36,6 @@ for a spread); below them there is no report."""
 MIN_BAND = 20
 """Below this many items in a band, the control's 95th percentile is its maximum or beyond and the
 U test has little power: the report warns."""
-LENGTH_STRATA = 10
-"""Strata of remainder length for the length-matched test (quantiles of all probed remainders)."""
 
 
 @dataclass(frozen=True)
@@ -85,46 +85,6 @@ def control_tail(values: ArrayLike, control: ArrayLike, *, in_control: bool) -> 
     if in_control:
         return np.asarray(at_least / ordered.size, dtype=np.float64)
     return np.asarray((at_least + 1) / (ordered.size + 1), dtype=np.float64)
-
-
-def length_matched_mann_whitney(pre: FloatArray, control: FloatArray, *, pre_lengths: NDArray[np.int64], control_lengths: NDArray[np.int64], strata: int = LENGTH_STRATA) -> float:
-    """One-sided p-value that pre-cutoff similarities are not higher than the control's when items
-    are compared only with items of similar remainder length.
-
-    Strata are `strata` quantile bins of all remainder lengths; within each, the Mann–Whitney U of
-    pre against control is taken, and the sum of the U's is tested against its null mean and
-    tie-corrected variance (normal approximation with continuity correction). Strata missing one
-    of the bands contribute nothing; with no usable stratum, or all values tied, the p-value is 1.
-    """
-    pre, control = np.asarray(pre, dtype=np.float64), np.asarray(control, dtype=np.float64)
-    lengths = np.concatenate([pre_lengths, control_lengths]).astype(np.float64)
-    edges = np.quantile(lengths, np.linspace(0.0, 1.0, strata + 1)[1:-1])
-    stratum = np.searchsorted(edges, lengths, side="right")
-    values = np.concatenate([pre, control])
-    is_pre = np.arange(values.size) < pre.size
-    # Rank within each stratum in one pass: sort by (stratum, value), average the ranks of tied runs.
-    order = np.lexsort((values, stratum))
-    sorted_stratum, sorted_values = stratum[order], values[order]
-    new_run = np.r_[True, (sorted_stratum[1:] != sorted_stratum[:-1]) | (sorted_values[1:] != sorted_values[:-1])]
-    run_id = np.cumsum(new_run) - 1
-    run_start = np.flatnonzero(new_run)
-    run_size = np.diff(np.r_[run_start, values.size])
-    stratum_start = np.searchsorted(sorted_stratum, sorted_stratum, side="left")
-    ranks = np.empty(values.size)
-    ranks[order] = (run_start[run_id] + (run_size[run_id] - 1) / 2.0) - stratum_start + 1.0
-    n1 = np.bincount(stratum[is_pre], minlength=strata).astype(np.float64)
-    n2 = np.bincount(stratum[~is_pre], minlength=strata).astype(np.float64)
-    rank_sum = np.bincount(stratum[is_pre], weights=ranks[is_pre], minlength=strata)
-    ties = np.bincount(sorted_stratum[run_start], weights=run_size.astype(np.float64) ** 3 - run_size, minlength=strata)
-    usable = (n1 > 0) & (n2 > 0)
-    n = n1 + n2
-    u_total = float(np.sum((rank_sum - n1 * (n1 + 1) / 2.0)[usable]))
-    mean_total = float(np.sum((n1 * n2 / 2.0)[usable]))
-    variance_total = float(np.sum((n1 * n2 / 12.0 * ((n + 1) - ties / np.maximum(n * (n - 1), 1.0)))[usable]))
-    if variance_total <= 0.0:
-        return 1.0
-    z = (u_total - mean_total - 0.5) / np.sqrt(variance_total)
-    return float(stats.norm.sf(z))
 
 
 BANDS: tuple[ProbeBand, ProbeBand] = ("pre_cutoff", "control")
@@ -184,7 +144,9 @@ def probe_report(
     """Score `completions` against the plan's remainders (`score_completions`) and compare the
     bands (`compare_scored`), as the completion test's report."""
     scored = score_completions(plan, completions)
-    setting = TestSetting(test=ProbeTest.COMPLETION, metrics=COMPLETION_METRICS, primary_metric=primary_metric, cut_policy=plan.policy, not_cut=plan.not_cut)
+    setting = TestSetting(
+        test=ProbeTest.COMPLETION, metrics=COMPLETION_METRICS, primary_metric=primary_metric, cut_policy=plan.policy, not_cut=plan.not_cut, near_pre_cutoff=plan.near_pre_cutoff
+    )
     return compare_scored(scored, setting, dataset=plan.dataset, split=plan.split, sent=len(completions), cutoff=cutoff, model=model, alpha=alpha, min_band=min_band)
 
 
@@ -201,6 +163,8 @@ class TestSetting:
     not_cut: Mapping[str, str] = field(default_factory=dict)
     reference_model: str | None = None
     reference_endpoint: str | None = None
+    near_pre_cutoff: Mapping[str, NearTo] = field(default_factory=dict)
+    """Items left out of the control band before sampling, as near copies of older items (counted)."""
 
 
 def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split: str, sent: int, cutoff: date, model: str, alpha: float, min_band: int = MIN_BAND) -> ProbeReport:
@@ -228,6 +192,8 @@ def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split:
     warnings = _warnings(n_pre, n_control, scored.failed, sent, setting.not_cut, min_band)
     if (drift := length_drift(banded, alpha=alpha)) is not None:
         warnings.append(drift)
+    if (unclean := clean_band_warning(setting.near_pre_cutoff)) is not None:
+        warnings.append(unclean)
     primary = outcomes[setting.primary_metric].comparison
     return ProbeReport(
         test=setting.test,
@@ -244,13 +210,14 @@ def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split:
         n_control=n_control,
         n_failed=scored.failed,
         n_not_cut=len(setting.not_cut),
+        n_control_near_pre_cutoff=len(setting.near_pre_cutoff),
         pre_remainder_median_chars=pre_chars,
         control_remainder_median_chars=control_chars,
         primary_metric=setting.primary_metric,
         metrics=[outcome.comparison for outcome in outcomes.values()],
         items=item_results(scored.answered, banded, outcomes),
         warnings=warnings,
-        summary=_summary(primary, n_pre, n_control, cutoff, setting.test),
+        summary=_summary(primary, n_pre, n_control, cutoff, setting.test, left_out=len(setting.near_pre_cutoff)),
         statement=evidence_statement(
             what=f"{probe_test_name(setting.test)} ({setting.primary_metric.value})", model=model, corpus=f"{dataset} ({split})", cutoff=cutoff, n_after=n_control
         ),
@@ -292,6 +259,7 @@ def compare_metric(metric: ProbeMetric, banded: Banded, *, alpha: float) -> Metr
     pre, control = values["pre_cutoff"], values["control"]
     compared = compare_bands(pre, control)
     matched = length_matched_mann_whitney(pre, control, pre_lengths=banded.lengths["pre_cutoff"], control_lengths=banded.lengths["control"])
+    expected = expected_share_above(CONTROL_QUANTILE, pre_lengths=banded.lengths["pre_cutoff"], control=control, control_lengths=banded.lengths["control"])
     comparison = MetricComparison(
         metric=metric,
         pre_median=float(compared.pre_median),
@@ -299,6 +267,7 @@ def compare_metric(metric: ProbeMetric, banded: Banded, *, alpha: float) -> Metr
         median_gap=float(compared.median_gap),
         control_p95=float(compared.control_p95),
         share_above_control_p95=float(compared.share_above_control_p95),
+        expected_share_length_matched=expected,
         mann_whitney_u=float(compared.u_statistic),
         p_value=float(compared.p_value),
         length_matched_p_value=matched,
@@ -378,12 +347,22 @@ def _warnings(n_pre: int, n_control: int, failed: int, sent: int, not_cut: Mappi
     return warnings
 
 
-def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date, test: ProbeTest) -> str:
+def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date, test: ProbeTest, *, left_out: int) -> str:
+    """The report's headline: the medians, the share above the control's 95th percentile beside
+    the share expected there by chance given the pre-cutoff items' lengths (never against a bare
+    5%: `curation.evidence.length_strata`), both p-values, how many items were kept out of the
+    control band as near copies of older items, and what a flag (or none) on `test` means."""
+    clean = ""
+    if left_out == 1:
+        clean = "; 1 later item was left out of the control as a near copy of an older one"
+    elif left_out:
+        clean = f"; {left_out} later items were left out of the control as near copies of older ones"
     head = (
         f"{probe_test_name(test, capital=True)}, on {primary.metric.value}: the {n_pre} items dated before {cutoff.isoformat()} have a median of "
         f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it "
-        f"(gap {primary.median_gap:+.3f}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
-        f"({primary.control_p95:.3f}), where about 5% would by chance (Mann–Whitney {p_text(primary.p_value)}; "
+        f"(gap {primary.median_gap:+.3f}{clean}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
+        f"({primary.control_p95:.3f}), {expected_wording(primary.expected_share_length_matched)} (Mann–Whitney {p_text(primary.p_value)}; "
         f"comparing items of similar length, {p_text(primary.length_matched_p_value)})."
     )
     return f"{head} {probe_conclusion(test, flagged=primary.flagged)}"
+

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
 from rapidfuzz.distance import Levenshtein
 
+from curation.evidence.clean_band import NearTo
 from curation.refusals import Refused
 from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt
 from schemas.probe_tests import ProbeMetric
@@ -100,7 +101,9 @@ def build_prompt(cut: ProbeCut, *, dataset: str, split: str, with_options: bool,
 @dataclass(frozen=True)
 class ProbePlan:
     """What to send and what to compare against: `prompts` in item order, `cuts` and `items` by id,
-    and `not_cut` (item id → reason) for items the policy could not cut."""
+    `not_cut` (item id → reason) for items the policy could not cut, and `near_pre_cutoff` (item
+    id → what it is near) for items left out of the control band before any was chosen
+    (`curation.evidence.clean_band`)."""
 
     dataset: str
     split: str
@@ -109,6 +112,7 @@ class ProbePlan:
     cuts: dict[str, ProbeCut]
     prompts: list[ProbePrompt]
     not_cut: dict[str, str] = field(default_factory=dict)
+    near_pre_cutoff: Mapping[str, NearTo] = field(default_factory=dict)
 
 
 def items_to_probe(items: Sequence[ProbeItem]) -> dict[str, ProbeItem]:
@@ -125,9 +129,18 @@ def items_to_probe(items: Sequence[ProbeItem]) -> dict[str, ProbeItem]:
     return by_id
 
 
-def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy: CutPolicy | None = None, max_tokens_cap: int = 512) -> ProbePlan:
+def plan_probes(
+    items: Sequence[ProbeItem],
+    *,
+    dataset: str,
+    split: str,
+    policy: CutPolicy | None = None,
+    max_tokens_cap: int = 512,
+    near_pre_cutoff: Mapping[str, NearTo] | None = None,
+) -> ProbePlan:
     """Cut every item and build its prompt. Raises `SealedItemRefused` if any item is sealed and
-    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`."""
+    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`.
+    `near_pre_cutoff`: the items already left out of the control band, which the report counts."""
     policy = policy or CutPolicy()
     by_id = items_to_probe(items)
     cuts: dict[str, ProbeCut] = {}
@@ -141,7 +154,7 @@ def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy:
             continue
         cuts[item.item_id] = cut
         prompts.append(build_prompt(cut, dataset=dataset, split=split, with_options=bool(item.options), max_tokens_cap=max_tokens_cap))
-    return ProbePlan(dataset=dataset, split=split, policy=policy, items=by_id, cuts=cuts, prompts=prompts, not_cut=not_cut)
+    return ProbePlan(dataset=dataset, split=split, policy=policy, items=by_id, cuts=cuts, prompts=prompts, not_cut=not_cut, near_pre_cutoff=dict(near_pre_cutoff or {}))
 
 
 # --- scoring ----------------------------------------------------------------------------------

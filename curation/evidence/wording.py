@@ -82,3 +82,21 @@ def probe_test_name(test: ProbeTest, *, capital: bool = False) -> str:
 def probe_conclusion(test: ProbeTest, *, flagged: bool) -> str:
     """The closing sentence of a probe's summary: what a flag (or none) on `test` means."""
     return (_FLAGGED if flagged else _NOT_FLAGGED)[test]
+
+
+def chance_share(expected: float | None) -> str:
+    """The share of pre-cutoff items that would lie above the control's 95th percentile by chance,
+    given their remainder lengths (`MetricComparison.expected_share_length_matched`), in words;
+    never a bare 5%, which holds only where both bands have the same lengths and few ties."""
+    if expected is None:
+        return "share expected by chance not computed for this report"
+    return f"about {expected:.0%} by chance at their lengths"
+
+
+def expected_wording(expected: float | None) -> str:
+    """What share of pre-cutoff items would lie above the control's 95th percentile by chance,
+    given their remainder lengths (`MetricComparison.expected_share_length_matched`), as a clause:
+    `where about 9% would by chance, given their remainder lengths`."""
+    if expected is None:
+        return "where chance would put a share that depends on their lengths (not computed for this report)"
+    return f"where about {expected:.0%} would by chance, given their remainder lengths"

@@ -74,23 +74,31 @@ def print_temporal_split(report: TemporalSplitReport) -> None:
 
 def print_probe(report: ProbeReport) -> None:
     """A probe report: per metric the bands' medians, the gap, the share above the control's 95th
-    percentile and both p-values; then warnings, summary and statement."""
-    table = Table("metric", "pre-cutoff median", "control median", "gap", "above control p95", "Mann–Whitney p", "length-matched p", "flagged", title=(
+    percentile beside the share expected there by chance at the items' lengths, and both p-values;
+    then warnings, summary and statement."""
+    columns = ("metric", "pre-cutoff median", "control median", "gap", "above control p95", "by chance at their lengths", "Mann–Whitney p", "length-matched p", "flagged")
+    table = Table(*columns, title=(
         f"{report.model} on {report.dataset} ({report.split}), {report.test.value} test"
         + (f" against {report.reference_model}" if report.reference_model else "")
-        + f": {report.n_pre_cutoff} pre-cutoff items, {report.n_control} control items, cutoff {report.cutoff}"
+        + f": {report.n_pre_cutoff} pre-cutoff items, {report.n_control} control items"
+        + (f" ({report.n_control_near_pre_cutoff} more left out as near copies of older items)" if report.n_control_near_pre_cutoff else "")
+        + f", cutoff {report.cutoff}"
     ))
     for metric in report.metrics:
         flag = "[bold red]yes[/]" if metric.flagged else "no"
         table.add_row(
             metric.metric.value, f"{metric.pre_median:.3f}", f"{metric.control_median:.3f}", f"{metric.median_gap:+.3f}",
-            f"{metric.share_above_control_p95:.0%}", f"{metric.p_value:.2g}", f"{metric.length_matched_p_value:.2g}", flag,
+            f"{metric.share_above_control_p95:.0%}", _share(metric.expected_share_length_matched), f"{metric.p_value:.2g}", f"{metric.length_matched_p_value:.2g}", flag,
         )  # fmt: skip
     out.print(table)
     out.print(report.test_sees, style="dim", highlight=False)
     _warnings(report.warnings)
     out.print(report.summary, highlight=False)
     out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
 
 
 def print_public_inflation(report: PublicInflationReport) -> None:

@@ -31,6 +31,7 @@ from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.evidence.clean_band import NearTo
 from curation.evidence.logprob_runner import MembershipPlan, plan_membership
 from curation.evidence.probe_items import corpus_probe_items, eval_probe_items
 from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS
@@ -108,11 +109,13 @@ AUGMENTED_CONDITION = "augmented_endpoint"
 class ProbeTarget:
     """What a probe reads, as `items`, with the dataset and split names its report carries: the dev
     items of an eval's release (`evaluation`, `release`, and their frozen rows `release_rows`) or
-    those of a public corpus (`corpus`, and its item rows `corpus_rows`)."""
+    those of a public corpus (`corpus`, and its item rows `corpus_rows`); `near_pre_cutoff`: the
+    items kept out of the control band as near copies of items dated before the cutoff."""
 
     items: list[ProbeItem]
     dataset: str
     split: str
+    near_pre_cutoff: Mapping[str, NearTo]
     evaluation: Eval | None = None
     release: Release | None = None
     release_rows: Sequence[ReleaseItem] = ()
@@ -153,7 +156,7 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         key = key_source(data, endpoint.name, environ)
         cutoff = require_cutoff(model)
         target = _target(session, data, [endpoint] + ([reference.endpoint] if reference else []), cutoff=cutoff, actor=actor, terms_max_age_days=terms_max_age_days)
-        plan = _plan(target.items, data, target.dataset, target.split, cutoff, test)
+        plan = _plan(target, data, cutoff, test)
         probe_id = _record_probe(session, data, target, plan, model=model, endpoint=endpoint, reference=reference, test=test, actor=actor, api_key_from=key.api_key_from)
         prepared_reference = _prepared_reference(data, reference, environ)
     return PreparedProbe(
@@ -208,15 +211,15 @@ def _target(session: Session, data: ProbeCreate, endpoints: Sequence[Endpoint], 
     if data.eval is None:
         assert data.corpus is not None
         corpus = require_corpus(session=session, name=data.corpus)
-        corpus_rows, items = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
-        return ProbeTarget(items, data.dataset_name or corpus.name, data.split_name or "test", corpus=corpus, corpus_rows=corpus_rows)
+        corpus_rows, items, near = corpus_probe_items(session=session, corpus=corpus, cutoff=cutoff, limit=data.limit)
+        return ProbeTarget(items, data.dataset_name or corpus.name, data.split_name or "test", near, corpus=corpus, corpus_rows=corpus_rows)
     evaluation = require_eval(session=session, name=data.eval)
     release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
     if not data.allow_exposure:
         for endpoint in endpoints:
             _gate_terms(evaluation, endpoint, actor=actor, terms_max_age_days=terms_max_age_days)
-    rows, items = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
-    return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, evaluation=evaluation, release=release, release_rows=rows)
+    rows, items, near = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
+    return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, near, evaluation=evaluation, release=release, release_rows=rows)
 
 
 def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_age_days: int) -> None:
@@ -240,17 +243,18 @@ def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_a
     raise AuditedRefusal(event, problem)
 
 
-def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, cutoff: date, test: ProbeTest) -> ProbePlan | MembershipPlan:
-    """For the completion test, cut the items and build their prompts (`plan_probes`); for the
-    log-probability tests, the texts to score (`plan_membership`). Either raises SealedItemRefused
-    (409) should a sealed item be among them; 422 when either side of the cutoff has too few items
-    to compare."""
+def _plan(target: ProbeTarget, data: ProbeCreate, cutoff: date, test: ProbeTest) -> ProbePlan | MembershipPlan:
+    """For the completion test, cut the target's items and build their prompts (`plan_probes`);
+    for the log-probability tests, the texts to score (`plan_membership`). Either raises
+    SealedItemRefused (409) should a sealed item be among them; 422 when either side of the cutoff
+    has too few items to compare. Both carry the items left out of the control band."""
     plan: ProbePlan | MembershipPlan
+    near, dataset, split = target.near_pre_cutoff, target.dataset, target.split
     if test is ProbeTest.COMPLETION:
-        plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
+        plan = plan_probes(target.items, dataset=dataset, split=split, policy=data.cut_policy, near_pre_cutoff=near)
         sent, not_cut = [prompt.item_id for prompt in plan.prompts], len(plan.not_cut)
     else:
-        plan = plan_membership(items, dataset=dataset, split=split)
+        plan = plan_membership(target.items, dataset=dataset, split=split, near_pre_cutoff=near)
         sent, not_cut = list(plan.texts), 0
     instant = cutoff_instant(cutoff)
     before = sum(1 for item_id in sent if plan.items[item_id].occurred_at < instant)

@@ -1,7 +1,8 @@
 """Completion probes through the service's HTTP API, against real language models served over
 loopback: a word n-gram model trained in the setup on the pre-cutoff half of the CISA KEV catalog
 (registered as a public corpus) is separated from the control band, one trained on news headlines
-is not. For an eval's items: the gate, the exposure ledger, and sealed items never sent."""
+is not, and the catalog's near copies of older items are kept out of the control band. For an
+eval's items: the gate, the exposure ledger, and sealed items never sent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.evidence.clean_band import DatedText, near_any
 from curation.evidence.probing import cut_item
 from schemas.audit import AuditEvent
 from schemas.evidence import ProbeItem, ProbeReport
@@ -56,6 +58,21 @@ def inputs(engine: Engine, *, before: date | None = None) -> list[str]:
         return list(session.exec(query).all())
 
 
+def assert_clean_control_band(engine: Engine, report: ProbeReport) -> None:
+    """The KEV catalog's 27 items dated after the cutoff that copy an older one (3 word for word, 24
+    at the MinHash link level) were left out of the probe's control band, counted and warned about,
+    and no probed control item is near any item of the corpus dated before the cutoff."""
+    with Session(engine) as session:
+        stored = [DatedText(item.external_id, item.input, item.occurred_at) for item in session.exec(select(Item))]
+    control = {result.item_id for result in report.items if result.band == "control"}
+    older = [item for item in stored if item.occurred_at < datetime(KEV_CUTOFF.year, KEV_CUTOFF.month, KEV_CUTOFF.day, tzinfo=UTC)]
+    assert near_any([item for item in stored if item.item_id in control], older) == {}
+    assert report.n_control_near_pre_cutoff == 27
+    assert "; 27 later items were left out of the control as near copies of older ones)" in report.summary
+    warning = next(warning for warning in report.warnings if warning.code == "control_near_pre_cutoff")
+    assert warning.message.startswith("27 items dated on or after the cutoff were left out of the control band (24 minhash, 3 exact)")
+
+
 def headlines_model() -> WordNgramModel:
     texts: list[str] = []
     for line in (SHARED_DATA / "sts_headlines" / "pairs.jsonl").read_text(encoding="utf-8").splitlines():
@@ -88,6 +105,10 @@ def test_a_memorising_model_is_flagged_and_a_clean_one_is_not_through_the_api(li
     assert all("the catalog split of the CISA KEV dataset" in body["messages"][-1]["content"] for body in seen.bodies)
     primary = flagged.report.comparison(ProbeMetric.LEVENSHTEIN)
     assert primary.flagged and primary.length_matched_p_value < 1e-6 and primary.median_gap > 0.3
+    assert_clean_control_band(engine, flagged.report)
+    # The headline share is read against the share chance gives at the items' lengths (not 5%).
+    chance = clean.report.comparison(ProbeMetric.LEVENSHTEIN).expected_share_length_matched
+    assert chance is not None and f"where about {chance:.0%} would by chance, given" in clean.report.summary
     assert "not an accusation" in flagged.report.statement
     for comparison in clean.report.metrics:
         assert not comparison.flagged and abs(comparison.median_gap) < 0.05
@@ -132,7 +153,12 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
     assert clean.status == "done" and exposing.status == "done", (clean.error, exposing.error)
 
     sent = [body["messages"][-1]["content"].split("First part:\n", 1)[1] for body in server.bodies]
-    assert len(sent) == len(private_eval["dev"]) + 10
+    assert clean.report is not None
+    # Dev items after the cutoff that curation linked to an older item (KEV's Apple kernel entries) are kept out of the control band, and counted.
+    assert clean.report.n_control_near_pre_cutoff >= 1
+    probed = len(private_eval["dev"]) - clean.report.n_control_near_pre_cutoff
+    assert len(sent) == probed + 10
+    assert (clean.report.n_control_near_pre_cutoff > 0) == ("control_near_pre_cutoff" in {warning.code for warning in clean.report.warnings})
 
     def prefix(item_id: int) -> str:
         return cut_item(ProbeItem(item_id=str(item_id), occurred_at=datetime.now(UTC), text=private_eval["texts"][item_id])).prefix
@@ -141,8 +167,8 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
     sealed_only = {prefix(item_id) for item_id in private_eval["sealed"]} - {prefix(item_id) for item_id in private_eval["dev"]}
     assert len(sealed_only) >= len(private_eval["sealed"]) // 2
     assert sealed_only.isdisjoint(sent)
-    assert {prefix(item_id) for item_id in private_eval["dev"]} == set(sent[: len(private_eval["dev"])])
-    assert clean.report is not None and {int(result.item_id) for result in clean.report.items} == set(private_eval["dev"])
+    assert set(sent[:probed]) <= {prefix(item_id) for item_id in private_eval["dev"]}
+    assert {int(result.item_id) for result in clean.report.items} <= set(private_eval["dev"]) and len(clean.report.items) == probed
 
     with Session(engine) as session:
         ledger = {(row.run_id, row.item_id, row.split) for row in session.exec(select(RunItem))}
@@ -150,7 +176,7 @@ def test_probing_an_eval_never_sends_sealed_items_and_records_every_item_sent(li
         exposed = set(session.exec(select(Item.id).where(col(Item.exposed_at).is_not(None))).all())
         audit = [event.details for event in session.exec(select(AuditEvent).where(AuditEvent.action == "probe.refused"))]
         stored = json.dumps([probe.model_dump(mode="json") for probe in probes.values()]) + json.dumps([event.details for event in session.exec(select(AuditEvent))])
-    assert {row for row in ledger if row[0] == clean.run_id} == {(clean.run_id, item_id, "dev") for item_id in private_eval["dev"]}
+    assert {row for row in ledger if row[0] == clean.run_id} == {(clean.run_id, int(result.item_id), "dev") for result in clean.report.items}
     assert {item_id for run_id, item_id, _ in ledger if run_id == exposing.run_id} == set(probes[exposing.id].item_ids) and len(probes[exposing.id].item_ids) == 10
     assert exposed == set(probes[exposing.id].item_ids)  # only the items sent to the endpoint that trains on inputs
     assert exposing.exposes_items and not clean.exposes_items

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from curation.evidence.probe_report import compare_bands, length_matched_mann_whitney
+from curation.evidence.length_strata import length_matched_mann_whitney
+from curation.evidence.probe_report import compare_bands
 
 PER_BAND = 200
 ALPHA = 0.05

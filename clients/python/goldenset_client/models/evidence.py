@@ -93,7 +93,9 @@ ProbeTestChoice = Literal["auto", "completion", "logprob", "reference_logprob"]
 
 
 class MetricComparison(_Response):
-    """Pre-cutoff items against the control band on one metric."""
+    """Pre-cutoff items against the control band on one metric; `expected_share_length_matched` is
+    the share of pre-cutoff items expected above the control's 95th percentile by chance, given
+    their remainder lengths (read `share_above_control_p95` against it, not against 5%)."""
 
     metric: ProbeMetric
     pre_median: float
@@ -101,6 +103,7 @@ class MetricComparison(_Response):
     median_gap: float
     control_p95: float
     share_above_control_p95: float
+    expected_share_length_matched: float | None = None
     mann_whitney_u: float
     p_value: float
     length_matched_p_value: float
@@ -185,6 +188,7 @@ class ProbeReport(_Response):
     n_control: int
     n_failed: int
     n_not_cut: int
+    n_control_near_pre_cutoff: int = 0
     pre_remainder_median_chars: float
     control_remainder_median_chars: float
     primary_metric: ProbeMetric
