@@ -69,7 +69,16 @@ def _split(session: Session, model: str, eval_name: str, corpus: str) -> tuple[T
         return None, f"{exc.title}: {exc.detail}"
 
 
-def evidence_context(session: Session, *, model: str = "", eval_name: str = "", corpus: str = "") -> dict[str, Any]:
+NO_INFLATION = {"model": "", "eval": "", "corpus": ""}
+NO_CHANGE = {"run_a": "", "run_b": ""}
+
+
+def evidence_context(
+    session: Session, *, model: str = "", eval_name: str = "", corpus: str = "", inflation: dict[str, str] = NO_INFLATION, change: dict[str, str] = NO_CHANGE
+) -> dict[str, Any]:
+    """Everything the evidence page shows: the temporal split asked for (`model` with `eval_name`
+    or `corpus`), the public-inflation report (`inflation`) and score change (`change`) asked for
+    (`service.ui.evidence_reports`), the probes, and an empty probe form."""
     choices = _choices(session)
     if model and not eval_name and not corpus and choices["eval_names"]:
         eval_name = choices["eval_names"][0]
@@ -83,6 +92,7 @@ def evidence_context(session: Session, *, model: str = "", eval_name: str = "", 
         "probe_form": dict(PROBE_DEFAULTS),
         "probe_errors": {},
         "probe_refused": "",
+        **reports_context(session, inflation=inflation, change=change),
     }
 
 
@@ -104,8 +114,7 @@ def evidence(
     inflation = {"model": inflation_model.strip(), "eval": inflation_eval.strip(), "corpus": inflation_corpus.strip()}
     change = {"run_a": run_a.strip(), "run_b": run_b.strip()}
     with Session(request.app.state.engine) as session:
-        context = evidence_context(session, model=model.strip(), eval_name=eval.strip(), corpus=corpus.strip())
-        context.update(reports_context(session, inflation=inflation, change=change))
+        context = evidence_context(session, model=model.strip(), eval_name=eval.strip(), corpus=corpus.strip(), inflation=inflation, change=change)
         return page(request, "evidence.html", context)
 
 

@@ -244,17 +244,17 @@ def test_an_admin_starts_a_probe_that_runs_in_the_background(page: Page, ui_serv
 
     # The gate refuses unknown terms: a message on the page, nothing recorded but the refusal.
     form.get_by_label("Model", exact=True).select_option(MODEL)
-    form.get_by_label("Endpoint").select_option(f"{MODEL}-unknown")
+    form.get_by_label("Endpoint", exact=True).select_option(f"{MODEL}-unknown")
     form.get_by_label("Eval to probe").select_option(EVAL)
     form.get_by_role("button", name="Start probe").click()
     expect(page.get_by_role("alert").first).to_contain_text("Probe refused")
-    expect(page.get_by_role("form", name="Start probe").get_by_label("Endpoint")).to_have_value(f"{MODEL}-unknown")
+    expect(page.get_by_role("form", name="Start probe").get_by_label("Endpoint", exact=True)).to_have_value(f"{MODEL}-unknown")
     _images_loaded(page)
     shots(page, "probe refused")
 
     # A value the API would refuse comes back with the typed values and what is wrong.
     form = page.get_by_role("form", name="Start probe")
-    form.get_by_label("Endpoint").select_option(f"{MODEL}-local")
+    form.get_by_label("Endpoint", exact=True).select_option(f"{MODEL}-local")
     form.get_by_label("Limit").fill("2")
     form.get_by_role("button", name="Start probe").click()
     form = page.get_by_role("form", name="Start probe")

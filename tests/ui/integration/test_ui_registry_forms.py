@@ -58,7 +58,7 @@ def test_an_admin_registers_a_model_and_its_endpoint(browser: TestClient, engine
     assert actors == {"model.create": "token:lead", "endpoint.create": "token:lead"}
     listed = browser.get("/ui/registry").text
     assert 'id="endpoint-acme-1-zdr"' in listed and "tools" in listed and 'data-logprobs="completions_echo"' in listed
-    assert '<label for="endpoint-logprobs">Log-probabilities' in listed
+    assert '<label for="endpoint-logprobs">Logprobs' in listed
 
 
 @pytest.mark.parametrize(
