@@ -17,7 +17,7 @@ items per release and models, over several seeds:
 - held-out fit: 10% of the observations held out; the log-likelihood per observation of the scale
   against per-release means (each run's mean score on its release, the score a rolling eval reports).
 
-Usage: .venv/bin/python bench/scale_recovery.py [--seeds 5] [--draws 400]
+Usage: .venv/bin/python bench/scale_recovery.py [--seeds 5] [--draws 400] [--first-seed 1000]
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def _model_numbers(world: World) -> list[int]:
     return [int(name.split("-")[1]) for name in world.responses.model_names]
 
 
-def recovery(items: int, models: int, seeds: int, draws: int) -> Recovery:
+def recovery(items: int, models: int, seeds: int, draws: int, first_seed: int = 1000) -> Recovery:
     found = Recovery([], [], [], [], 0, 0, [])
     for seed in range(seeds):
-        rng = np.random.default_rng(1000 + seed)
+        rng = np.random.default_rng(first_seed + seed)
         world = rolling_world(rng, items_per_release=items, models=models)
         started = time.perf_counter()
         mode = fit_scale(world.responses)
@@ -170,12 +170,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--draws", type=int, default=400, help="posterior draws for the intervals")
+    parser.add_argument("--first-seed", type=int, default=1000, help="the recovery grid's first world (others, e.g. 5000, check on worlds not tuned on)")
     args = parser.parse_args()
     print("Recovery on simulated rolling evals (12 releases, 40% carried, models on 1-4 releases)")
     print(f"{'items':>5} {'models':>6} {'ability r':>9} {'equated MAE':>11} {'floor MAE':>9} {'naive MAE':>9} {'coverage':>8} {'fit+draws s':>11}")
     verdicts = []
     for items, models in GRID:
-        found = recovery(items, models, args.seeds, args.draws)
+        found = recovery(items, models, args.seeds, args.draws, args.first_seed)
         coverage = found.covered / found.intervals
         correlation, error = float(np.mean(found.correlation)), float(np.mean(found.equated_error))
         naive, floor = np.mean(found.naive_error), np.mean(found.floor_error)

@@ -7,16 +7,23 @@ its discrimination and theta_r = mu_m + delta_r the run's ability (the model's, 
 deviation of the run). A graded score y in [0, 1] enters through the Bernoulli log-likelihood
 y log p + (1 - y) log(1 - p), exact for 0/1 scores and a quasi-likelihood for graded ones.
 
-The fit is the posterior mode (MAP) under weakly informative priors that also fix the scale's
-origin and unit: mu_m ~ N(0, 1), delta_r ~ N(0, RUN_SPREAD^2), log a_i ~ N(0,
-DISCRIMINATION_SPREAD^2), and for difficulties a hierarchy by cohort (the release an item first
-appeared in): b_i ~ N(beta_c, DIFFICULTY_SPREAD^2), beta_c ~ N(0, COHORT_SPREAD^2). An item seen by
-few runs shrinks towards its cohort's mean, which all the cohort's items estimate together, not
-towards 0: a release made harder as a whole is found harder, not pulled back to the others. Found
-by L-BFGS with the analytic gradient (`scipy`). Uncertainty: `laplace_draws` samples the normal
-approximation of the posterior at the mode (intervals of any derived quantity,
-`curation.scale.equating`, are percentiles over draws); `bootstrap_fits` re-weights items and
-models with Exp(1) weights and refits, slower, kept for comparison. No maintained Python IRT library fits this
+The priors also fix the scale's origin and unit: mu_m ~ N(0, 1), delta_r ~ N(0, RUN_SPREAD^2),
+log a_i ~ N(0, DISCRIMINATION_SPREAD^2), and for difficulties a hierarchy by cohort (the release an
+item first appeared in): b_i ~ N(beta_c, DIFFICULTY_SPREAD^2), with the cohort means beta_c ~
+Student t (COHORT_TAIL degrees of freedom, scale COHORT_SPREAD). The t prior says what the
+rotation is built for: releases are alike as a whole (a small cohort mean is shrunk hard to 0, so
+every release is placed by its own items, not only through the chain of links to its neighbours),
+yet a release that is harder as a whole (a shift its items show clearly) keeps its shift, which a
+normal prior that tight would pull back.
+
+The fit (`curation.scale.marginal`): items are many and each is seen by few runs, so their
+parameters are integrated out over a grid, and the posterior mode is found for what many items
+inform: abilities, run deviations and cohort means (L-BFGS with the analytic gradient, `scipy`).
+Each item's estimate is then its posterior mean given those. Uncertainty: `laplace_draws` samples
+the normal approximation of the structure's posterior at the mode and each item from its posterior
+(intervals of any derived quantity, `curation.scale.equating`, are percentiles over draws, and an
+estimate the mean over them); `bootstrap_fits` re-weights items and models with Exp(1) weights and
+refits, slower, kept for comparison. No maintained Python IRT library fits this
 case (sparse matrices of graded scores, runs tied to models): `girth` (last release 2021) takes
 complete 0/1 matrices only, `py-irt` needs Pyro and a GPU-sized stack, `mirt` is R.
 
@@ -31,7 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
-from scipy.special import expit, log_expit
+from scipy.special import expit
+
+from curation.scale.marginal import DIFFICULTY_NODES, Grid, Layout, item_scores, layout, structure_gradient
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -41,12 +50,14 @@ RUN_SPREAD = 0.1
 unless their results say otherwise."""
 DIFFICULTY_SPREAD = 1.0
 DISCRIMINATION_SPREAD = 0.2
-COHORT_SPREAD = 0.5
-"""Prior spread of a cohort's mean difficulty: releases may differ this much as a whole."""
+COHORT_SPREAD = 0.1
+COHORT_TAIL = 1.0
+"""The cohort means' prior, Student t (Cauchy with 1 degree of freedom) of scale COHORT_SPREAD:
+half of all releases within 0.1 of the others as a whole, one in eight more than 0.5 away."""
 MAX_ITERATIONS = 500
 MAX_DENSE_PARAMETERS = 6000
-"""Above this many parameters (about 2,800 items), `laplace_draws` uses each parameter's own
-curvature instead of the dense covariance (whose matrix would take 290 MB and more)."""
+"""Above this many structural parameters (models, runs and cohorts), `laplace_draws` uses each
+parameter's own curvature instead of the dense covariance (whose matrix would take 290 MB and more)."""
 
 
 @dataclass(frozen=True)
@@ -166,73 +177,79 @@ class ScaleParameters:
         return np.asarray(expit(self.discrimination[item] * (self.ability[run] - self.difficulty[item])), dtype=np.float64)
 
 
-def _split(vector: FloatArray, responses: Responses) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    models, runs, items = responses.models, responses.runs, responses.items
-    ends = np.cumsum([models, runs, items, items])
-    return vector[: ends[0]], vector[ends[0] : ends[1]], vector[ends[1] : ends[2]], vector[ends[2] : ends[3]], vector[ends[3] :]
+def _structure(responses: Responses, model_weight: FloatArray) -> tuple[Grid, Layout]:
+    grid = Grid.of(DIFFICULTY_SPREAD, DISCRIMINATION_SPREAD)
+    return grid, layout(responses.run, responses.item, responses.model_of_run, responses.cohorts_of_items, responses.items, model_weight)
 
 
-def _objective(vector: FloatArray, responses: Responses, item_weight: FloatArray, model_weight: FloatArray) -> tuple[float, FloatArray]:
-    """The negative log posterior and its gradient, each observation's log-likelihood weighted by
-    its item's and its model's weights (all 1 for the fit itself)."""
-    mu, delta, difficulty, log_a, beta = _split(vector, responses)
-    run, item, score = responses.run, responses.item, responses.score
-    cohort = responses.cohorts_of_items
-    model = responses.model_of_run[run]
-    weight = item_weight[item] * model_weight[model]
-    a = np.exp(log_a)
+def _marginal_objective(vector: FloatArray, responses: Responses, grid: Grid, where: Layout, item_weight: FloatArray) -> tuple[float, FloatArray]:
+    """The negative log marginal posterior of the structure (model abilities, run deviations,
+    cohort means: `vector`), the items integrated out (`curation.scale.marginal`), and its gradient."""
+    models, runs = responses.models, responses.runs
+    mu, delta, beta = vector[:models], vector[models : models + runs], vector[models + runs :]
     theta = mu[responses.model_of_run] + delta
-    gap = theta[run] - difficulty[item]
-    z = a[item] * gap
-    log_likelihood = score * log_expit(z) + (1 - score) * log_expit(-z)
-    offset = difficulty - beta[cohort]
-    value = -float(np.dot(weight, log_likelihood))
-    value += 0.5 * float(np.dot(mu, mu)) + 0.5 * float(np.dot(delta, delta)) / RUN_SPREAD**2
-    value += 0.5 * float(np.dot(offset, offset)) / DIFFICULTY_SPREAD**2 + 0.5 * float(np.dot(beta, beta)) / COHORT_SPREAD**2
-    value += 0.5 * float(np.dot(log_a, log_a)) / DISCRIMINATION_SPREAD**2
-    error = weight * (expit(z) - score)  # d(-loglik)/dz
-    g_theta = np.bincount(run, weights=error * a[item], minlength=responses.runs)
+    gap = theta[responses.run] - beta[where.cohort_of_observation]
+    log_marginal, per_observation, _ = structure_gradient(gap, responses.score, grid, where, responses.item, item_weight)
+    value = -log_marginal + 0.5 * float(np.dot(mu, mu)) + 0.5 * float(np.dot(delta, delta)) / RUN_SPREAD**2
+    value += _cohort_prior(beta)[0]
+    g_theta = -np.bincount(responses.run, weights=per_observation, minlength=runs)
+    g_mu = np.bincount(responses.model_of_run, weights=g_theta, minlength=models) + mu
     g_delta = g_theta + delta / RUN_SPREAD**2
-    g_mu = np.bincount(responses.model_of_run, weights=g_theta, minlength=responses.models) + mu
-    g_b = np.bincount(item, weights=-error * a[item], minlength=responses.items) + offset / DIFFICULTY_SPREAD**2
-    g_log_a = np.bincount(item, weights=error * z, minlength=responses.items) + log_a / DISCRIMINATION_SPREAD**2
-    g_beta = -np.bincount(cohort, weights=offset, minlength=responses.cohorts) / DIFFICULTY_SPREAD**2 + beta / COHORT_SPREAD**2
-    return value, np.concatenate([g_mu, g_delta, g_b, g_log_a, g_beta])
+    g_beta = np.bincount(where.cohort_of_observation, weights=per_observation, minlength=responses.cohorts) + _cohort_prior(beta)[1]
+    return value, np.concatenate([g_mu, g_delta, g_beta])
 
 
-def _start(responses: Responses) -> FloatArray:
-    """A starting point: difficulties from each item's mean score (logit), abilities and cohort means at 0."""
-    sums = np.bincount(responses.item, weights=responses.score, minlength=responses.items)
-    counts = np.bincount(responses.item, minlength=responses.items)
-    share = np.clip((sums + 0.5) / (counts + 1.0), 0.02, 0.98)
-    difficulty = -np.log(share / (1 - share))
-    return np.concatenate([np.zeros(responses.models), np.zeros(responses.runs), difficulty, np.zeros(responses.items), np.zeros(responses.cohorts)])
+def _cohort_prior(beta: FloatArray) -> tuple[float, FloatArray, FloatArray]:
+    """The cohort means' negative log prior (Student t, COHORT_TAIL degrees of freedom, scale
+    COHORT_SPREAD), its gradient and its curvature (kept >= 0, for the normal approximation)."""
+    scale = COHORT_TAIL * COHORT_SPREAD**2
+    value = 0.5 * (COHORT_TAIL + 1) * float(np.sum(np.log1p(beta * beta / scale)))
+    curvature = (COHORT_TAIL + 1) * (scale - beta * beta) / (scale + beta * beta) ** 2
+    return value, (COHORT_TAIL + 1) * beta / (scale + beta * beta), np.maximum(curvature, 0.0)
+
+
+def _items_given(structure: FloatArray, responses: Responses, grid: Grid, where: Layout) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Given the structure, each item's posterior over the grid's nodes, and its posterior means of
+    the difficulty and the log discrimination."""
+    models, runs = responses.models, responses.runs
+    mu, delta, beta = structure[:models], structure[models : models + runs], structure[models + runs :]
+    gap = (mu[responses.model_of_run] + delta)[responses.run] - beta[where.cohort_of_observation]
+    _, _, weights = structure_gradient(gap, responses.score, grid, where, responses.item, np.ones(responses.items))
+    difficulty = beta[responses.cohorts_of_items] + weights @ grid.offset
+    return weights, difficulty, weights @ grid.log_discrimination
 
 
 def _vector(parameters: ScaleParameters) -> FloatArray:
     return np.concatenate([parameters.model_ability, parameters.run_deviation, parameters.difficulty, np.log(parameters.discrimination), parameters.cohort_mean])
 
 
+def _structure_of(parameters: ScaleParameters) -> FloatArray:
+    return np.concatenate([parameters.model_ability, parameters.run_deviation, parameters.cohort_mean])
+
+
 def fit_scale(
     responses: Responses, *, item_weight: FloatArray | None = None, model_weight: FloatArray | None = None, start: ScaleParameters | None = None
 ) -> ScaleParameters:
-    """The posterior mode of the model (module docstring) for `responses`, optionally with each
-    item's and model's log-likelihood weighted (the bootstrap's draws) and started from `start`.
-    Raises ValueError without any observation."""
+    """The marginal posterior mode of the structure (module docstring), each item at its posterior
+    mean given it; optionally with each item's and model's log-likelihood weighted (the
+    bootstrap's draws) and started from `start`. Raises ValueError without any observation."""
     if not len(responses.score):
         raise ValueError("no results to fit: the eval's runs have no per-item scores yet")
     items = np.ones(responses.items) if item_weight is None else item_weight
     models = np.ones(responses.models) if model_weight is None else model_weight
-    origin = _start(responses) if start is None else _vector(start)
-    found = minimize(_objective, origin, args=(responses, items, models), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
-    mu, delta, difficulty, log_a, beta = _split(np.asarray(found.x, dtype=np.float64), responses)
+    grid, where = _structure(responses, models)
+    origin = np.zeros(responses.models + responses.runs + responses.cohorts) if start is None else _structure_of(start)
+    found = minimize(_marginal_objective, origin, args=(responses, grid, where, items), jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
+    structure = np.asarray(found.x, dtype=np.float64)
+    _, difficulty, log_a = _items_given(structure, responses, grid, where)
+    mu, delta = structure[: responses.models], structure[responses.models : responses.models + responses.runs]
     return ScaleParameters(
         model_ability=mu,
         run_deviation=delta,
         ability=mu[responses.model_of_run] + delta,
         difficulty=difficulty,
         discrimination=np.exp(log_a),
-        cohort_mean=beta,
+        cohort_mean=structure[responses.models + responses.runs :],
         log_posterior=-float(found.fun),
         converged=bool(found.success),
     )
@@ -258,46 +275,51 @@ def log_likelihood(parameters: ScaleParameters, run: IntArray, item: IntArray, s
 
 
 def parameter_count(responses: Responses) -> int:
-    return responses.models + responses.runs + 2 * responses.items + responses.cohorts
+    """The parameters the posterior's covariance spans: model abilities, run deviations and cohort
+    means (the items are integrated out)."""
+    return responses.models + responses.runs + responses.cohorts
 
 
 def laplace_draws(responses: Responses, mode: ScaleParameters, *, draws: int, rng: np.random.Generator) -> list[ScaleParameters]:
-    """`draws` parameter sets from the Laplace approximation of the posterior at `mode`: a normal
-    with the inverse of the Fisher information (the Bernoulli likelihood's p(1 - p) weights on the
-    linear predictor's gradient, plus the priors' precisions) as its covariance."""
+    """`draws` parameter sets from the posterior: the structure (model abilities, run deviations,
+    cohort means) from the normal approximation at `mode`, with the information estimated by the
+    outer product of the items' score vectors plus the priors' precisions; each item's difficulty
+    and discrimination from its posterior over the grid given the mode's structure, the difficulty
+    spread uniformly within its node's cell and moved with its cohort's drawn mean."""
     from scipy import sparse
     from scipy.linalg import cho_factor, solve_triangular
 
-    models, runs, items, cohorts = responses.models, responses.runs, responses.items, responses.cohorts
-    run, item = responses.run, responses.item
-    a = mode.discrimination[item]
-    z = a * (mode.ability[run] - mode.difficulty[item])
-    p = expit(z)
-    weight = p * (1 - p)
-    count = len(run)
-    rows = np.repeat(np.arange(count), 4)
-    columns = np.stack([responses.model_of_run[run], models + run, models + runs + item, models + runs + items + item], axis=1).ravel()
-    values = np.stack([a, a, -a, z], axis=1).ravel()
-    size = models + runs + 2 * items + cohorts
-    gradient = sparse.csr_matrix((values, (rows, columns)), shape=(count, size))
-    spreads = [(models, 1.0), (runs, RUN_SPREAD), (items, DIFFICULTY_SPREAD), (items, DISCRIMINATION_SPREAD), (cohorts, COHORT_SPREAD)]
-    prior = np.concatenate([np.full(number, 1 / spread**2) for number, spread in spreads])
-    item_columns = models + runs + np.arange(items)
-    cohort_columns = models + runs + 2 * items + responses.cohorts_of_items
-    centre = _vector(mode)
+    models, runs, items = responses.models, responses.runs, responses.items
+    grid, where = _structure(responses, np.ones(models))
+    centre = _structure_of(mode)
+    size = len(centre)
+    gap = mode.ability[responses.run] - mode.cohort_mean[where.cohort_of_observation]
+    values = item_scores(gap, responses.score, grid, where, responses.item)
+    count = len(gap)
+    columns = np.stack([responses.model_of_run[responses.run], models + responses.run, models + runs + where.cohort_of_observation], axis=1).ravel()
+    signed = np.repeat(values, 3) * np.tile([1.0, 1.0, -1.0], count)
+    scores = sparse.csr_matrix((signed, (np.repeat(responses.item, 3), columns)), shape=(items, size))
+    spreads = [(models, 1.0), (runs, RUN_SPREAD)]
+    prior = np.concatenate([np.full(number, 1 / spread**2) for number, spread in spreads] + [_cohort_prior(mode.cohort_mean)[2]])
     if size > MAX_DENSE_PARAMETERS:
         # Too many parameters for a dense covariance: each parameter's own curvature only (narrower
         # intervals than the full covariance gives; `ScaleFit.method` says which was used).
-        curvature = np.asarray(gradient.multiply(gradient).T @ weight).ravel() + prior
-        np.add.at(curvature, cohort_columns, 1 / DIFFICULTY_SPREAD**2)
-        noise = rng.standard_normal((draws, size)) / np.sqrt(curvature)
-        return [ScaleParameters.from_vector(centre + row, responses.model_of_run, models=models, items=items) for row in noise]
-    information = (gradient.T @ sparse.diags(weight) @ gradient).toarray()
-    information[np.diag_indices(size)] += prior
-    # b_i ~ N(beta_c, s^2) ties each difficulty to its cohort's mean.
-    np.add.at(information, (cohort_columns, cohort_columns), 1 / DIFFICULTY_SPREAD**2)
-    np.add.at(information, (item_columns, cohort_columns), -1 / DIFFICULTY_SPREAD**2)
-    np.add.at(information, (cohort_columns, item_columns), -1 / DIFFICULTY_SPREAD**2)
-    factor, _ = cho_factor(information, lower=True)
-    noise = solve_triangular(factor, rng.standard_normal((size, draws)), lower=True, trans="T")
-    return [ScaleParameters.from_vector(centre + noise[:, index], responses.model_of_run, models=models, items=items) for index in range(draws)]
+        curvature = np.asarray(scores.multiply(scores).sum(axis=0)).ravel() + prior
+        noise = rng.standard_normal((size, draws)) / np.sqrt(curvature)[:, None]
+    else:
+        information = (scores.T @ scores).toarray()
+        information[np.diag_indices(size)] += prior
+        factor, _ = cho_factor(information, lower=True)
+        noise = solve_triangular(factor, rng.standard_normal((size, draws)), lower=True, trans="T")
+    weights, _, _ = _items_given(centre, responses, grid, where)
+    cumulative = np.cumsum(weights, axis=1)
+    cell = DIFFICULTY_SPREAD * 10.0 / (DIFFICULTY_NODES - 1)
+    found = []
+    for index in range(draws):
+        structure = centre + noise[:, index]
+        node = np.minimum((cumulative < rng.random(items)[:, None] * cumulative[:, -1:]).sum(axis=1), grid.nodes - 1)
+        beta = structure[models + runs :]
+        difficulty = beta[responses.cohorts_of_items] + grid.offset[node] + (rng.random(items) - 0.5) * cell
+        vector = np.concatenate([structure[: models + runs], difficulty, grid.log_discrimination[node], beta])
+        found.append(ScaleParameters.from_vector(vector, responses.model_of_run, models=models, items=items))
+    return found

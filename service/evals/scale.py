@@ -37,8 +37,8 @@ from service.core.db import write_transaction
 from service.core.problems import ProblemError
 
 logger = logging.getLogger("goldenset.scale")
-METHOD = "2pl-map-laplace/1"
-METHOD_DIAGONAL = "2pl-map-laplace-diagonal/1"
+METHOD = "2pl-marginal-laplace/2"
+METHOD_DIAGONAL = "2pl-marginal-laplace-diagonal/2"
 """The method of a fit too large for the dense covariance (`curation.scale.irt.MAX_DENSE_PARAMETERS`)."""
 DRAWS = 200
 SEED = 20_261_205
