@@ -1,0 +1,119 @@
+"""Detection and false-positive rates of each test over repeated draws, through the probe report's
+length-matched Mann–Whitney test (`curation.evidence.probe_report.length_matched_mann_whitney`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.tinylm.corpus import GROUPS, Design, KevItem
+from curation.evidence.probe_report import length_matched_mann_whitney
+from curation.intervals import wilson_interval
+
+ALPHA = 0.05
+MAX_FALSE_POSITIVES = 0.06
+MIN_POWER = 0.80
+TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap")
+"""`levenshtein` is the completion probe (greedy text over chat completions); the rest read
+log-probabilities; `reference_gap` is the target's mean token log-probability minus the
+reference model R's on the same item."""
+REFERENCE = "R"
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    """One test on one model: `band` against the control band. `rate` is the share of `draws`
+    draws with a length-matched p-value below alpha; `full_p` the same test on the whole bands."""
+
+    test: str
+    model: str
+    band: str
+    rate: float
+    low: float
+    high: float
+    full_p: float
+    pool: int
+
+
+def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, dict[str, dict[str, float]]], item: KevItem) -> tuple[float, int] | None:
+    """(score, length) of one item under one test, higher meaning more like a member; None when
+    the item has no score (a failed probe)."""
+    if test == "levenshtein":
+        if item.item_id not in probed[model]["scores"]:
+            return None
+        return probed[model]["scores"][item.item_id]["levenshtein"], probed[model]["lengths"][item.item_id]
+    if test == "reference_gap":
+        return scored[model][item.item_id]["loss"] - scored[REFERENCE][item.item_id]["loss"], len(item.text)
+    return scored[model][item.item_id][test], len(item.text)
+
+
+def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
+    """(model, band, items) compared with the control band: each exposure group and the unexposed
+    items on C; on N, the unexposed items and all exposure groups together (N saw none of them)."""
+    rows = [("C", f"{count}x", plan.groups[count]) for count in GROUPS]
+    rows.append(("C", "unexposed", plan.unexposed))
+    rows.append(("N", "unexposed", plan.unexposed))
+    rows.append(("N", "all groups", plan.exposed()))
+    return rows
+
+
+def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, dict[str, dict[str, float]]], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
+    """For every test and comparison, `draws` times: `n` items of the band and `n` control items,
+    each drawn without replacement (the whole band where it holds fewer), through the
+    length-matched test."""
+    rows = []
+    for test in TESTS:
+        for model, band, members in comparisons(plan):
+            pre = [value for item in members if (value := values(test, model, probed, scored, item)) is not None]
+            control = [value for item in plan.control if (value := values(test, model, probed, scored, item)) is not None]
+            pre_values, pre_lengths = np.array([v for v, _ in pre]), np.array([length for _, length in pre], dtype=np.int64)
+            control_values, control_lengths = np.array([v for v, _ in control]), np.array([length for _, length in control], dtype=np.int64)
+            full = length_matched_mann_whitney(pre_values, control_values, pre_lengths=pre_lengths, control_lengths=control_lengths)
+            hits = 0
+            for _ in range(draws):
+                a = rng.choice(len(pre), size=min(n, len(pre)), replace=False)
+                b = rng.choice(len(control), size=min(n, len(control)), replace=False)
+                p = length_matched_mann_whitney(pre_values[a], control_values[b], pre_lengths=pre_lengths[a], control_lengths=control_lengths[b])
+                hits += p < ALPHA
+            low, high = wilson_interval(hits, draws)
+            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre)))
+    return rows
+
+
+def print_table(rows: list[PowerRow], shares: dict[str, dict[str, dict[str, float]]], runs: dict[str, dict[str, Any]], probed: dict[str, Any], *, n: int, draws: int) -> bool:
+    """The figures as tables, with PASS/FAIL lines; True when every requirement holds."""
+    for name, run in runs.items():
+        size = f"{run['parameters'] / 1e6:.2f}M parameters, {run['tokens']:,} tokens, {run['steps']} steps"
+        print(f"model {name}: {size}, trained in {run['seconds']:.0f} s, final loss {run['final_loss']:.3f}")
+    print("\nverbatim share (greedy continuation of the first half reproduces >= half of the rest as one run; whole)")
+    bands = list(next(iter(shares.values())))
+    print("  model " + "".join(f"{band:>17}" for band in bands))
+    for name, by_band in shares.items():
+        print(f"  {name:<5} " + "".join(f"{by_band[band]['half']:>9.2f} ({by_band[band]['whole']:.2f})" for band in bands))
+    for name, probe in probed.items():
+        report = probe["report"]
+        verdict = f"flagged {report['flagged']}, length-matched p {report['length_matched_p']:.3g}, gap {report['median_gap']:+.3f}"
+        print(f"  probe report on {name}, all pre-cutoff items vs control: {verdict}")
+    columns = [(row.model, row.band) for row in rows if row.test == TESTS[0]]
+    print(f"\nshare of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney); C: detection, N: false positives")
+    print(f"  {'test':<16}" + "".join(f"{model + ' ' + band:>15}" for model, band in columns))
+    by = {(row.test, row.model, row.band): row for row in rows}
+    for test in TESTS:
+        print(f"  {test:<16}" + "".join(f"{by[(test, model, band)].rate:>15.3f}" for model, band in columns))
+    ok = True
+    print()
+    for test in TESTS:
+        false = max(by[(test, "N", band)].rate for band in ("unexposed", "all groups"))
+        passed = false <= MAX_FALSE_POSITIVES
+        ok &= passed
+        line = f"  {test:<16} false positives on N {false:.3f} <= {MAX_FALSE_POSITIVES}: {'PASS' if passed else 'FAIL'}"
+        if test != "levenshtein":
+            power = by[(test, "C", "10x")].rate
+            probe_power = by[("levenshtein", "C", "10x")].rate
+            strong = power >= MIN_POWER and probe_power < MIN_POWER
+            ok &= strong
+            line += f"; 10x power {power:.3f} >= {MIN_POWER} where the probe's is {probe_power:.3f}: {'PASS' if strong else 'FAIL'}"
+        print(line)
+    return ok
