@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from schemas.probe_tests import TEST_SEES, ProbeMetric, ProbeTest
+
 SplitHalfLabel = Literal["before_cutoff", "after_cutoff"]
 MonthHalf = Literal["before_cutoff", "after_cutoff", "straddles_cutoff"]
 ProbeBand = Literal["pre_cutoff", "control"]
@@ -304,20 +306,9 @@ class ProbeCompletion(BaseModel):
     attempts: int = 0
 
 
-class SimilarityMetric(StrEnum):
-    """How close a completion is to the true remainder, both in [0, 1].
-
-    `levenshtein`: normalised Levenshtein similarity (1 − edit distance / longer length).
-    `lcs_ratio`: the longest common substring's length over the remainder's length (the longest
-    verbatim run reproduced).
-    """
-
-    LEVENSHTEIN = "levenshtein"
-    LCS_RATIO = "lcs_ratio"
-
-
 class ProbeItemResult(BaseModel):
-    """One probed item. `remainder_chars` is the length of what it had to reproduce; `similarity` per metric; `control_tail` per metric is the share of the
+    """One probed item. `remainder_chars` is the length of what was scored (the remainder it had to
+    reproduce, or the whole text for a log-probability test); `similarity` its score per metric; `control_tail` per metric is the share of the
     control band scoring at least as high (for a pre-cutoff item, (k + 1) / (n + 1): a per-item
     p-value against the control band; for a control item, computed without itself);
     `above_control_p95` per metric whether it lies above the control's 95th percentile. Reports carry
@@ -327,9 +318,9 @@ class ProbeItemResult(BaseModel):
     occurred_at: AwareDatetime
     band: ProbeBand
     remainder_chars: int
-    similarity: dict[SimilarityMetric, float]
-    control_tail: dict[SimilarityMetric, float]
-    above_control_p95: dict[SimilarityMetric, bool]
+    similarity: dict[ProbeMetric, float]
+    control_tail: dict[ProbeMetric, float]
+    above_control_p95: dict[ProbeMetric, bool]
 
 
 class MetricComparison(BaseModel):
@@ -343,7 +334,7 @@ class MetricComparison(BaseModel):
     `length_matched_p_value < alpha`.
     """
 
-    metric: SimilarityMetric
+    metric: ProbeMetric
     pre_median: float
     control_median: float
     median_gap: float
@@ -356,31 +347,41 @@ class MetricComparison(BaseModel):
 
 
 class ProbeReport(BaseModel):
-    """A completion probe of one model on one dataset: per-item results and, per metric, the
-    comparison of pre-cutoff items with the control band (items dated on or after the cutoff).
-    `primary_metric` is the one the summary speaks of."""
+    """A probe of one model on one dataset: per-item results and, per metric, the comparison of
+    pre-cutoff items with the control band (items dated on or after the cutoff).
+
+    `test` is the test that ran and `test_sees` what it can and cannot see; `reference_model` and
+    `reference_endpoint` name the reference of a `reference_logprob` test. `primary_metric` is the
+    one the summary speaks of. For the completion test an item's `remainder_chars` and `similarity`
+    are the remainder's length and the completion's similarity to it, and `cut_policy` how items
+    were cut; for the log-probability tests they are the whole scored text's length and its
+    membership scores, and nothing is cut."""
 
     kind: Literal["completion_probe"] = "completion_probe"
+    test: ProbeTest = ProbeTest.COMPLETION
+    test_sees: str = TEST_SEES[ProbeTest.COMPLETION]
     model: str
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
     dataset: str
     split: str
     cutoff: date
     alpha: float
-    cut_policy: CutPolicy
+    cut_policy: CutPolicy | None = None
     n_pre_cutoff: int
     n_control: int
     n_failed: int
     n_not_cut: int
     pre_remainder_median_chars: float
     control_remainder_median_chars: float
-    primary_metric: SimilarityMetric
+    primary_metric: ProbeMetric
     metrics: list[MetricComparison]
     items: list[ProbeItemResult]
     warnings: list[EvidenceWarning]
     summary: str
     statement: str
 
-    def comparison(self, metric: SimilarityMetric) -> MetricComparison:
+    def comparison(self, metric: ProbeMetric) -> MetricComparison:
         """The comparison on `metric`."""
         for comparison in self.metrics:
             if comparison.metric == metric:

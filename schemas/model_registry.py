@@ -37,6 +37,28 @@ class Augmentation(StrEnum):
     OTHER = "other"
 
 
+class LogprobSupport(StrEnum):
+    """How an endpoint gives log-probabilities, which decides the membership tests a probe can run.
+
+    `none`: it gives none (or it is not known). `completions_echo`: an OpenAI-compatible
+    `/completions` with `echo` and `logprobs` scores the prompt's own tokens (vLLM; OpenAI's legacy
+    completion models). `tgi_prefill`: text-generation-inference's `/generate` with
+    `decoder_input_details` does (TGI). `chat`: only chat `logprobs`, for the tokens the model
+    writes (llama.cpp's server, OpenAI's chat models, vLLM's chat route): not enough to score an
+    item's own text, recorded so a probe can say why it used the completion test.
+    """
+
+    NONE = "none"
+    COMPLETIONS_ECHO = "completions_echo"
+    TGI_PREFILL = "tgi_prefill"
+    CHAT = "chat"
+
+    @property
+    def scores_prompts(self) -> bool:
+        """Whether the endpoint gives log-probabilities of a text it is sent."""
+        return self in (LogprobSupport.COMPLETIONS_ECHO, LogprobSupport.TGI_PREFILL)
+
+
 class Model(SQLModel, table=True):
     """A model under evaluation. `training_cutoff` is the date its training data ends, as its
     provider states it: items that occurred after it cannot have been trained on."""
@@ -69,6 +91,7 @@ class Endpoint(SQLModel, table=True):
     # says which): probes refuse such an endpoint, and temporal splits over its runs warn.
     augmented: bool = False
     augmentations: list[str] = Field(default_factory=list, sa_column=Column(json_column_type(), nullable=False))
+    logprobs: str = Field(default=LogprobSupport.NONE.value, sa_type=String(24))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
@@ -83,6 +106,11 @@ which Python lets match before a final newline."""
 AUGMENTED_HELP = (
     "Whether the model behind this endpoint has retrieval, web search or tools (default false: the bare model). "
     "Completion probes refuse an augmented endpoint, and temporal-split reports warn about runs through one."
+)
+LOGPROBS_HELP = (
+    "How the endpoint gives log-probabilities (default none): completions_echo (OpenAI-compatible /completions with echo and "
+    "logprobs: vLLM, OpenAI's legacy completion models), tgi_prefill (TGI's /generate with decoder_input_details), chat (chat "
+    "logprobs for written tokens only: llama.cpp, OpenAI chat models). The first two let probes run the log-probability tests."
 )
 
 
@@ -154,6 +182,7 @@ class EndpointCreate(_EndpointInput):
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
     augmented: StrictBool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true.")
     augmentations: list[Augmentation] = pydantic.Field(default_factory=list, description="Which: retrieval, web_search, tools, other.")
+    logprobs: LogprobSupport = pydantic.Field(default=LogprobSupport.NONE, description=LOGPROBS_HELP)
 
 
 class EndpointUpdate(_EndpointInput):
@@ -170,11 +199,13 @@ class EndpointUpdate(_EndpointInput):
     checked_by: str | None = pydantic.Field(default=None, max_length=160)
     augmented: StrictBool | None = pydantic.Field(default=None, description=AUGMENTED_HELP + " Naming augmentations implies true; false clears them.")
     augmentations: list[Augmentation] | None = pydantic.Field(default=None, description="Which: retrieval, web_search, tools, other.")
+    logprobs: LogprobSupport | None = pydantic.Field(default=None, description=LOGPROBS_HELP)
 
 
 class EndpointRead(BaseModel):
     """An endpoint with its terms; `terms_age_days` is how long ago they were checked (null:
-    never), `sealed_allowed` whether a sealed run may go there now (terms permitting)."""
+    never), `sealed_allowed` whether a sealed run may go there now (terms permitting), `logprobs`
+    how it gives log-probabilities (`LogprobSupport`)."""
 
     id: int
     name: str
@@ -190,5 +221,6 @@ class EndpointRead(BaseModel):
     sealed_allowed: bool
     augmented: bool
     augmentations: list[Augmentation]
+    logprobs: LogprobSupport
     created_at: datetime
     updated_at: datetime

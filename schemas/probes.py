@@ -17,7 +17,8 @@ from sqlalchemy import Column, String, Text
 from sqlmodel import Field, SQLModel
 
 from schemas.common import RowId, UTCDateTime, json_column_type, utcnow
-from schemas.evidence import CutPolicy, ProbeReport, SimilarityMetric
+from schemas.evidence import CutPolicy, ProbeReport
+from schemas.probe_tests import ProbeMetric
 
 
 class ProbeStatus(StrEnum):
@@ -84,7 +85,7 @@ class ProbeCreate(BaseModel):
     limit: int | None = pydantic.Field(default=None, ge=4, le=20_000)
     cut_policy: CutPolicy = CutPolicy()
     alpha: float = pydantic.Field(default=0.05, gt=0.0, lt=1.0)
-    primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN
+    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN
     allow_exposure: StrictBool = False
     dataset_name: str | None = pydantic.Field(default=None, max_length=255, description="The dataset's name in the prompt (default: the eval's or corpus's name).")
     split_name: str | None = pydantic.Field(default=None, max_length=64, description="The split's name in the prompt (default: 'dev' for an eval, 'test' for a corpus).")

@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 from scipy.special import expit, logit, ndtr, ndtri
 
 from curation.evidence.wording import p_text, points
-from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, SimilarityMetric, TemporalSplitReport, cutoff_instant
+from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, TemporalSplitReport, cutoff_instant
+from schemas.probe_tests import ProbeMetric
 
 ImageFormat = Literal["svg", "png"]
 
@@ -172,7 +173,7 @@ def _temporal_split(report: TemporalSplitReport) -> Figure:
     return figure
 
 
-def probe_chart(report: ProbeReport, *, metric: SimilarityMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
+def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
     """Left: the similarity distributions of pre-cutoff items and the control band, with the
     control's 95th percentile and both medians. Right: each item's similarity by date, with the
     cutoff and the same threshold, so the items that stand out can be found."""

@@ -11,7 +11,7 @@ similar remainder length), and the decision rests on the length-matched test.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import NamedTuple
 
@@ -20,8 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.probing import ProbePlan, similarity
-from curation.evidence.wording import evidence_statement, p_text
-from schemas.evidence import EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, SimilarityMetric, cutoff_instant
+from curation.evidence.wording import evidence_statement, p_text, probe_conclusion, probe_test_name
+from schemas.evidence import CutPolicy, EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, cutoff_instant
+from schemas.probe_tests import COMPLETION_METRICS, TEST_SEES, ProbeMetric, ProbeTest
 
 FloatArray = NDArray[np.float64]
 
@@ -135,7 +136,7 @@ class Answered(NamedTuple):
 
     item: ProbeItem
     remainder_chars: int
-    scores: dict[SimilarityMetric, float]
+    scores: dict[ProbeMetric, float]
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Banded:
     members: dict[ProbeBand, list[Answered]]
     lengths: dict[ProbeBand, NDArray[np.int64]]
 
-    def values(self, metric: SimilarityMetric) -> dict[ProbeBand, FloatArray]:
+    def values(self, metric: ProbeMetric) -> dict[ProbeBand, FloatArray]:
         """Each band's similarities by `metric`, in member order."""
         return {band: np.array([entry.scores[metric] for entry in self.members[band]], dtype=np.float64) for band in BANDS}
 
@@ -177,20 +178,44 @@ def probe_report(
     cutoff: date,
     model: str,
     alpha: float = 0.05,
-    primary_metric: SimilarityMetric = SimilarityMetric.LEVENSHTEIN,
+    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN,
     min_band: int = MIN_BAND,
 ) -> ProbeReport:
-    """Score `completions` against the plan's remainders and compare the bands.
+    """Score `completions` against the plan's remainders (`score_completions`) and compare the
+    bands (`compare_scored`), as the completion test's report."""
+    scored = score_completions(plan, completions)
+    setting = TestSetting(test=ProbeTest.COMPLETION, metrics=COMPLETION_METRICS, primary_metric=primary_metric, cut_policy=plan.policy, not_cut=plan.not_cut)
+    return compare_scored(scored, setting, dataset=plan.dataset, split=plan.split, sent=len(completions), cutoff=cutoff, model=model, alpha=alpha, min_band=min_band)
+
+
+@dataclass(frozen=True)
+class TestSetting:
+    """What a report is of: the `test`, the `metrics` compared (every answered item has each), the
+    summary's `primary_metric`, the completion test's `cut_policy` and the items it could not cut
+    (`not_cut`), and a reference test's `reference_model` and `reference_endpoint`."""
+
+    test: ProbeTest
+    metrics: Sequence[ProbeMetric]
+    primary_metric: ProbeMetric
+    cut_policy: CutPolicy | None = None
+    not_cut: Mapping[str, str] = field(default_factory=dict)
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
+
+
+def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split: str, sent: int, cutoff: date, model: str, alpha: float, min_band: int = MIN_BAND) -> ProbeReport:
+    """Compare the bands on every metric of `setting`, from items scored by any test.
 
     Items dated before 00:00 UTC on `cutoff` are the pre-cutoff band, the rest the control band.
-    Completions that failed (`error` set) are counted in `n_failed` and left out. A metric is
-    flagged where its length-matched Mann–Whitney p-value is below `alpha`. Raises `ValueError`
-    when, after failures, fewer than 1 pre-cutoff or 2 control items are left.
+    Items that got no answer are counted in `n_failed` (of `sent`). A metric is flagged where its
+    length-matched Mann–Whitney p-value is below `alpha`. Raises `ValueError` when, after failures,
+    fewer than 1 pre-cutoff or 2 control items are left, or the primary metric is not compared.
 
-    The steps: score the completions (`score_completions`), split them at the cutoff
-    (`split_at_cutoff`), compare the bands on each metric (`compare_metric`), then judge each
-    item (`item_results`) and gather the warnings (`_warnings`, `length_drift`)."""
-    scored = score_completions(plan, completions)
+    The steps: split the items at the cutoff (`split_at_cutoff`), compare the bands on each metric
+    (`compare_metric`), then judge each item (`item_results`) and gather the warnings (`_warnings`,
+    `length_drift`)."""
+    if setting.primary_metric not in setting.metrics:
+        raise ValueError(f"the {setting.test.value} test compares {', '.join(m.value for m in setting.metrics)}; {setting.primary_metric.value} is not among them")
     banded = split_at_cutoff(scored.answered, cutoff)
     n_pre, n_control = len(banded.members["pre_cutoff"]), len(banded.members["control"])
     if n_pre < MIN_PRE_CUTOFF_ITEMS or n_control < MIN_CONTROL_ITEMS:
@@ -198,33 +223,36 @@ def probe_report(
             f"after {scored.failed} failed probes, {n_pre} pre-cutoff and {n_control} control items are left; "
             f"the comparison needs items on both sides of {cutoff.isoformat()} (at least {min_band} each to be useful)"
         )
-    outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in SimilarityMetric}
-    comparisons = [outcome.comparison for outcome in outcomes.values()]
+    outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in setting.metrics}
     pre_chars, control_chars = float(np.median(banded.lengths["pre_cutoff"])), float(np.median(banded.lengths["control"]))
-    warnings = _warnings(n_pre, n_control, scored.failed, len(completions), plan.not_cut, min_band)
+    warnings = _warnings(n_pre, n_control, scored.failed, sent, setting.not_cut, min_band)
     if (drift := length_drift(banded, alpha=alpha)) is not None:
         warnings.append(drift)
-    primary = outcomes[primary_metric].comparison
+    primary = outcomes[setting.primary_metric].comparison
     return ProbeReport(
+        test=setting.test,
+        test_sees=TEST_SEES[setting.test],
         model=model,
-        dataset=plan.dataset,
-        split=plan.split,
+        reference_model=setting.reference_model,
+        reference_endpoint=setting.reference_endpoint,
+        dataset=dataset,
+        split=split,
         cutoff=cutoff,
         alpha=alpha,
-        cut_policy=plan.policy,
+        cut_policy=setting.cut_policy,
         n_pre_cutoff=n_pre,
         n_control=n_control,
         n_failed=scored.failed,
-        n_not_cut=len(plan.not_cut),
+        n_not_cut=len(setting.not_cut),
         pre_remainder_median_chars=pre_chars,
         control_remainder_median_chars=control_chars,
-        primary_metric=primary_metric,
-        metrics=comparisons,
+        primary_metric=setting.primary_metric,
+        metrics=[outcome.comparison for outcome in outcomes.values()],
         items=item_results(scored.answered, banded, outcomes),
         warnings=warnings,
-        summary=_summary(primary, n_pre, n_control, cutoff),
+        summary=_summary(primary, n_pre, n_control, cutoff, setting.test),
         statement=evidence_statement(
-            what=f"completion similarity ({primary_metric.value})", model=model, corpus=f"{plan.dataset} ({plan.split})", cutoff=cutoff, n_after=n_control
+            what=f"{probe_test_name(setting.test)} ({setting.primary_metric.value})", model=model, corpus=f"{dataset} ({split})", cutoff=cutoff, n_after=n_control
         ),
     )
 
@@ -257,7 +285,7 @@ def split_at_cutoff(answered: Sequence[Answered], cutoff: date) -> Banded:
     return Banded(band_of=band_of, members=members, lengths=lengths)
 
 
-def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) -> MetricOutcome:
+def compare_metric(metric: ProbeMetric, banded: Banded, *, alpha: float) -> MetricOutcome:
     """Compare the bands on `metric` (`compare_bands`, and `length_matched_mann_whitney`, whose
     p-value below `alpha` flags it), with every item's control tail."""
     values = banded.values(metric)
@@ -283,7 +311,7 @@ def compare_metric(metric: SimilarityMetric, banded: Banded, *, alpha: float) ->
     return MetricOutcome(comparison=comparison, threshold=float(compared.control_p95), tails=tails)
 
 
-def item_results(answered: Sequence[Answered], banded: Banded, outcomes: Mapping[SimilarityMetric, MetricOutcome]) -> list[ProbeItemResult]:
+def item_results(answered: Sequence[Answered], banded: Banded, outcomes: Mapping[ProbeMetric, MetricOutcome]) -> list[ProbeItemResult]:
     """Each answered item in the order given: its band, remainder length, similarities, control
     tails and whether it lies above the control's 95th percentile, by metric."""
     return [
@@ -350,14 +378,12 @@ def _warnings(n_pre: int, n_control: int, failed: int, sent: int, not_cut: Mappi
     return warnings
 
 
-def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date) -> str:
+def _summary(primary: MetricComparison, n_pre: int, n_control: int, cutoff: date, test: ProbeTest) -> str:
     head = (
-        f"On {primary.metric.value} similarity, the {n_pre} items dated before {cutoff.isoformat()} have a median of "
+        f"{probe_test_name(test, capital=True)}, on {primary.metric.value}: the {n_pre} items dated before {cutoff.isoformat()} have a median of "
         f"{primary.pre_median:.3f} against {primary.control_median:.3f} for the {n_control} control items dated on or after it "
         f"(gap {primary.median_gap:+.3f}); {primary.share_above_control_p95:.0%} of them lie above the control's 95th percentile "
         f"({primary.control_p95:.3f}), where about 5% would by chance (Mann–Whitney {p_text(primary.p_value)}; "
         f"comparing items of similar length, {p_text(primary.length_matched_p_value)})."
     )
-    if primary.flagged:
-        return head + " The model reproduces the older items more closely than items it cannot have seen, which is what having seen them would produce."
-    return head + " The older items are reproduced no more closely than chance explains: no sign here that the model has seen them."
+    return f"{head} {probe_conclusion(test, flagged=primary.flagged)}"

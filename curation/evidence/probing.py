@@ -18,7 +18,8 @@ from difflib import SequenceMatcher
 from rapidfuzz.distance import Levenshtein
 
 from curation.refusals import Refused
-from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt, SimilarityMetric
+from schemas.evidence import ChatMessage, CutMode, CutPolicy, ProbeCut, ProbeItem, ProbePrompt
+from schemas.probe_tests import ProbeMetric
 
 SYSTEM_PROMPT = "You reproduce items from datasets exactly as they appear in the dataset."
 
@@ -110,10 +111,9 @@ class ProbePlan:
     not_cut: dict[str, str] = field(default_factory=dict)
 
 
-def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy: CutPolicy | None = None, max_tokens_cap: int = 512) -> ProbePlan:
-    """Cut every item and build its prompt. Raises `SealedItemRefused` if any item is sealed and
-    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`."""
-    policy = policy or CutPolicy()
+def items_to_probe(items: Sequence[ProbeItem]) -> dict[str, ProbeItem]:
+    """The items by id, in the order given, for any probe test. Raises `SealedItemRefused` if any
+    item is sealed (before anything is sent) and `ValueError` on a repeated item id."""
     sealed = [item.item_id for item in items if item.sealed]
     if sealed:
         raise SealedItemRefused(f"{len(sealed)} sealed items were handed to the probe (first: {sealed[0]}); sealed content is never probed; nothing was sent")
@@ -122,6 +122,14 @@ def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy:
         if item.item_id in by_id:
             raise ValueError(f"item id {item.item_id} appears twice; each probed item needs a unique id")
         by_id[item.item_id] = item
+    return by_id
+
+
+def plan_probes(items: Sequence[ProbeItem], *, dataset: str, split: str, policy: CutPolicy | None = None, max_tokens_cap: int = 512) -> ProbePlan:
+    """Cut every item and build its prompt. Raises `SealedItemRefused` if any item is sealed and
+    `ValueError` on a repeated item id; items that cannot be cut are listed in `not_cut`."""
+    policy = policy or CutPolicy()
+    by_id = items_to_probe(items)
     cuts: dict[str, ProbeCut] = {}
     prompts: list[ProbePrompt] = []
     not_cut: dict[str, str] = {}
@@ -150,7 +158,7 @@ def longest_common_substring(a: str, b: str) -> int:
     return SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b)).size
 
 
-def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[SimilarityMetric, float]:
+def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[ProbeMetric, float]:
     """How closely `completion` reproduces `remainder`, each metric in [0, 1].
 
     Whitespace runs count as one space on both sides, and a completion that starts by repeating
@@ -167,6 +175,6 @@ def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[Sim
     if not truth:
         raise ValueError("the remainder is empty: there is nothing to reproduce")
     return {
-        SimilarityMetric.LEVENSHTEIN: float(Levenshtein.normalized_similarity(answer, truth)),
-        SimilarityMetric.LCS_RATIO: longest_common_substring(truth, answer) / len(truth),
+        ProbeMetric.LEVENSHTEIN: float(Levenshtein.normalized_similarity(answer, truth)),
+        ProbeMetric.LCS_RATIO: longest_common_substring(truth, answer) / len(truth),
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import date
 
+from schemas.probe_tests import ProbeTest
+
 
 def evidence_statement(*, what: str, model: str, corpus: str, cutoff: date, n_after: int) -> str:
     """The statement every evidence report carries.
@@ -49,3 +51,34 @@ def p_text(p_value: float) -> str:
     if p_value < 0.001:
         return "p < 0.001"
     return f"p = {p_value:.3f}"
+
+
+_TEST_NAMES: dict[ProbeTest, str] = {
+    ProbeTest.COMPLETION: "completion similarity",
+    ProbeTest.LOGPROB: "log-probability membership test",
+    ProbeTest.REFERENCE_LOGPROB: "reference-calibrated log-probability test",
+}
+_FLAGGED = {
+    ProbeTest.COMPLETION: "The model reproduces the older items more closely than items it cannot have seen, which is what having seen them would produce.",
+    ProbeTest.LOGPROB: "The model finds the older items' text likelier than that of items it cannot have seen, which is what having seen them would produce.",
+    ProbeTest.REFERENCE_LOGPROB: (
+        "Against the reference model, the model finds the older items' text likelier than that of items it cannot have seen, "
+        "which is what having seen them would produce."
+    ),
+}
+_NOT_FLAGGED = {
+    ProbeTest.COMPLETION: "The older items are reproduced no more closely than chance explains: no sign here that the model has seen them.",
+    ProbeTest.LOGPROB: "The model finds the older items no likelier than chance explains: no sign here that it has seen them.",
+    ProbeTest.REFERENCE_LOGPROB: "Against the reference model, the older items are no likelier than chance explains: no sign here that the model has seen them.",
+}
+
+
+def probe_test_name(test: ProbeTest, *, capital: bool = False) -> str:
+    """The probe test as a report names it ("log-probability membership test")."""
+    name = _TEST_NAMES[test]
+    return name[0].upper() + name[1:] if capital else name
+
+
+def probe_conclusion(test: ProbeTest, *, flagged: bool) -> str:
+    """The closing sentence of a probe's summary: what a flag (or none) on `test` means."""
+    return (_FLAGGED if flagged else _NOT_FLAGGED)[test]

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from sqlmodel import Session
 
-from schemas.model_registry import Augmentation, EndpointCreate, EndpointUpdate, ModelCreate, ModelUpdate, TrainsOnInputs
+from schemas.model_registry import Augmentation, EndpointCreate, EndpointUpdate, LogprobSupport, ModelCreate, ModelUpdate, TrainsOnInputs
 from service.core.problems import ProblemError
 from service.core.remote import remote_client
 from service.core.settings import get_settings
@@ -35,6 +35,7 @@ ENDPOINT_COLUMNS = {
     "sealed_allowed": "sealed allowed",
     "augmented": "augmented",
     "augmentations": "with",
+    "logprobs": "log-probabilities",
 }
 RUN_COLUMNS = {
     "id": "run",
@@ -139,8 +140,10 @@ def endpoint_list(model: Annotated[str | None, typer.Option(help="Only the endpo
     print_rows(rows, ENDPOINT_COLUMNS, as_json=as_json)
 
 
-def _endpoint_options(augmented: bool | None, augmentation: list[Augmentation] | None) -> dict[str, Any]:
+def _endpoint_options(augmented: bool | None, augmentation: list[Augmentation] | None, logprobs: LogprobSupport | None) -> dict[str, Any]:
     fields: dict[str, Any] = {}
+    if logprobs is not None:
+        fields["logprobs"] = logprobs
     if augmented is not None:
         fields["augmented"] = augmented
     if augmentation:
@@ -148,10 +151,22 @@ def _endpoint_options(augmented: bool | None, augmentation: list[Augmentation] |
     return fields
 
 
+def _endpoint_traits(row: dict[str, Any]) -> str:
+    return f"trains on inputs {row['trains_on_inputs']}, augmented {str(row['augmented']).lower()}, log-probabilities {row['logprobs']}"
+
+
 AugmentedOption = Annotated[
     bool | None, typer.Option("--augmented/--bare", help="Whether the model behind it has retrieval, web search or tools (probes refuse it).", show_default=False)
 ]
 AugmentationOption = Annotated[list[Augmentation] | None, typer.Option("--augmentation", help="Which augmentation it has (repeat): retrieval, web_search, tools, other.")]
+LogprobsOption = Annotated[
+    LogprobSupport | None,
+    typer.Option(
+        "--logprobs",
+        help="How it gives log-probabilities: none, completions_echo (vLLM, OpenAI legacy completions), tgi_prefill (TGI), chat (llama.cpp, chat models).",
+        show_default=False,
+    ),
+]
 
 
 @endpoint_app.command("create")
@@ -166,18 +181,19 @@ def endpoint_create(
     terms_url: Annotated[str | None, typer.Option("--terms-url", help="Where the terms are.")] = None,
     augmented: AugmentedOption = None,
     augmentation: AugmentationOption = None,
+    logprobs: LogprobsOption = None,
 ) -> None:
     """Register an endpoint of a model, with its terms (admin over the API)."""
     from service.runs.model_registry import create_endpoint, endpoint_read
 
     fields = {"name": name, "model": model, "base_url": base_url, "trains_on_inputs": trains_on_inputs, "retention_days": retention_days, "terms_url": terms_url}
-    data = _body(EndpointCreate, **fields, **_endpoint_options(augmented, augmentation))
+    data = _body(EndpointCreate, **fields, **_endpoint_options(augmented, augmentation, logprobs))
 
     def here(session: Session) -> Any:
         return endpoint_read(session, create_endpoint(session=session, data=data, actor=CLI_ACTOR), terms_max_age_days=get_settings().terms_max_age_days)
 
     row = _answer(lambda client: client.create_endpoint(api.EndpointCreate.model_validate(data.model_dump(mode="json", exclude_unset=True))), here)
-    out.print(f"endpoint {row['name']} registered for {row['model']}: trains on inputs {row['trains_on_inputs']}, augmented {str(row['augmented']).lower()}", highlight=False)
+    out.print(f"endpoint {row['name']} registered for {row['model']}: {_endpoint_traits(row)}", highlight=False)
 
 
 @endpoint_app.command("update")
@@ -189,19 +205,20 @@ def endpoint_update(
     base_url: Annotated[str | None, typer.Option("--base-url", help="Its base URL.")] = None,
     augmented: AugmentedOption = None,
     augmentation: AugmentationOption = None,
+    logprobs: LogprobsOption = None,
 ) -> None:
-    """Change an endpoint's terms, URL or augmentation; changed terms count as checked now, by you (admin over the API)."""
+    """Change an endpoint's terms, URL, augmentation or log-probabilities; changed terms count as checked now, by you (admin over the API)."""
     from service.runs.model_registry import endpoint_read, require_endpoint, update_endpoint
 
     fields = {"trains_on_inputs": trains_on_inputs, "retention_days": retention_days, "terms_url": terms_url, "base_url": base_url}
-    data = _body(EndpointUpdate, **fields, **_endpoint_options(augmented, augmentation))
+    data = _body(EndpointUpdate, **fields, **_endpoint_options(augmented, augmentation, logprobs))
 
     def here(session: Session) -> Any:
         endpoint = update_endpoint(session=session, endpoint=require_endpoint(session=session, name=name), data=data, actor=CLI_ACTOR)
         return endpoint_read(session, endpoint, terms_max_age_days=get_settings().terms_max_age_days)
 
     row = _answer(lambda client: client.update_endpoint(name, api.EndpointUpdate.model_validate(data.model_dump(mode="json", exclude_unset=True))), here)
-    out.print(f"endpoint {row['name']} updated: trains on inputs {row['trains_on_inputs']}, augmented {str(row['augmented']).lower()}", highlight=False)
+    out.print(f"endpoint {row['name']} updated: {_endpoint_traits(row)}", highlight=False)
 
 
 @run_app.command("list")

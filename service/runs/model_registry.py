@@ -122,6 +122,7 @@ def create_endpoint(*, session: Session, data: EndpointCreate, actor: str) -> En
         checked_by=data.checked_by or (actor if checked_at is not None else ""),
         augmented=bool(data.augmented) or bool(data.augmentations),
         augmentations=[augmentation.value for augmentation in data.augmentations],
+        logprobs=data.logprobs.value,
     )
     session.add(endpoint)
     _audit(session, actor, AuditAction.ENDPOINT_CREATE, "endpoint", data.name, data.model_dump(mode="json", exclude={"name"}))
@@ -158,6 +159,8 @@ def update_endpoint(*, session: Session, endpoint: Endpoint, data: EndpointUpdat
     elif changes.get("checked_by") is not None:
         endpoint.checked_by = changes["checked_by"]
     _apply_augmentation(endpoint, data)
+    if data.logprobs is not None:
+        endpoint.logprobs = data.logprobs.value
     endpoint.updated_at = utcnow()
     session.add(endpoint)
     details: dict[str, Any] = {"changes": data.model_dump(mode="json", exclude_unset=True)}

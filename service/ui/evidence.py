@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from schemas.common import MAX_ROW_ID
-from schemas.evidence import SimilarityMetric, TemporalSplitReport
+from schemas.evidence import TemporalSplitReport
+from schemas.probe_tests import ProbeMetric
 from schemas.probes import ProbeCreate, ProbeStatus
 from schemas.source import Source, SourceKind
 from schemas.token import Scope
@@ -38,7 +39,7 @@ ChartFormat = Literal["svg", "png"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
 PROBES_SHOWN = 50
 PROBE_FIELDS = ("eval", "release", "corpus", "model", "endpoint", "limit", "primary_metric", "remote_model", "concurrency", "timeout_seconds", "max_attempts")
-PROBE_DEFAULTS = {"release": "latest", "primary_metric": SimilarityMetric.LEVENSHTEIN.value, "concurrency": "4", "timeout_seconds": "60", "max_attempts": "4"}
+PROBE_DEFAULTS = {"release": "latest", "primary_metric": ProbeMetric.LEVENSHTEIN.value, "concurrency": "4", "timeout_seconds": "60", "max_attempts": "4"}
 
 
 def _chart(image: bytes, image_format: str, filename: str) -> Response:
@@ -59,7 +60,7 @@ def _choices(session: Session) -> dict[str, Any]:
         "endpoint_names": [endpoint.name for endpoint in list_endpoints(session=session)],
         "eval_names": [evaluation.name for evaluation in list_evals(session=session)],
         "corpus_names": list(corpora),
-        "metrics": [metric.value for metric in SimilarityMetric],
+        "metrics": [metric.value for metric in ProbeMetric],
     }
 
 

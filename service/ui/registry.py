@@ -22,7 +22,7 @@ from sqlmodel import Session, col
 
 from schemas.common import utcnow
 from schemas.evals import Split
-from schemas.model_registry import Augmentation, EndpointRead, EndpointUpdate, ModelRead, TrainsOnInputs
+from schemas.model_registry import Augmentation, EndpointRead, EndpointUpdate, LogprobSupport, ModelRead, TrainsOnInputs
 from schemas.runs import RunItem
 from schemas.token import Scope
 from service.core.deps import WriteSessionDep
@@ -86,6 +86,7 @@ def registry_context(session: Session, max_age_days: int) -> dict[str, Any]:
         "max_age_days": max_age_days,
         "choices": [choice.value for choice in TrainsOnInputs],
         "augmentations": [choice.value for choice in Augmentation],
+        "logprob_choices": [choice.value for choice in LogprobSupport],
         "errors": {},
         "typed": {},
         "register": {"form": "", "typed": {}, "error": ""},

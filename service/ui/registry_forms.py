@@ -72,6 +72,7 @@ def register_endpoint(
     retention_days: Short = "",
     terms_url: Short = "",
     augmentations: Annotated[list[str] | None, Form()] = None,
+    logprobs: Annotated[str, Form(max_length=24)] = "none",
 ) -> RedirectResponse:
     who = need(request, Scope.ADMIN, "Registering an endpoint")
     typed: dict[str, Any] = {
@@ -83,6 +84,7 @@ def register_endpoint(
         "retention_days": retention_days,
         "terms_url": terms_url,
         "augmentations": augmentations or [],
+        "logprobs": logprobs,
     }
     shows_refusal(request, lambda refusal: _registry_again(request, "endpoint", typed, refusal))
     values: dict[str, Any] = {key: value.strip() for key, value in typed.items() if isinstance(value, str) and (value.strip() or key in ("name", "model", "base_url"))}

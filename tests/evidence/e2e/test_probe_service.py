@@ -17,9 +17,10 @@ from sqlmodel import Session, col, select
 
 from curation.evidence.probing import cut_item
 from schemas.audit import AuditEvent
-from schemas.evidence import ProbeItem, ProbeReport, SimilarityMetric
+from schemas.evidence import ProbeItem, ProbeReport
 from schemas.item import Item
 from schemas.model_registry import TrainsOnInputs
+from schemas.probe_tests import ProbeMetric
 from schemas.probes import Probe, ProbeRead
 from schemas.release import ReleaseItem
 from schemas.runs import RunItem
@@ -85,7 +86,7 @@ def test_a_memorising_model_is_flagged_and_a_clean_one_is_not_through_the_api(li
     assert (flagged.report.n_pre_cutoff, flagged.report.n_control, flagged.report.n_failed) == (150, 150, 0)
     assert len(seen.bodies) == 300 and {body["temperature"] for body in seen.bodies} == {0}
     assert all("the catalog split of the CISA KEV dataset" in body["messages"][-1]["content"] for body in seen.bodies)
-    primary = flagged.report.comparison(SimilarityMetric.LEVENSHTEIN)
+    primary = flagged.report.comparison(ProbeMetric.LEVENSHTEIN)
     assert primary.flagged and primary.length_matched_p_value < 1e-6 and primary.median_gap > 0.3
     assert "not an accusation" in flagged.report.statement
     for comparison in clean.report.metrics:

@@ -19,13 +19,14 @@ from curation.evidence.charts import probe_chart
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import cut_item, plan_probes
-from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, SimilarityMetric
+from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport
+from schemas.probe_tests import COMPLETION_METRICS
 from tests.support.corpora import KEV_CUTOFF, KevRecord, kev_probe_items, load_kev
 from tests.support.images import assert_png, assert_svg
 from tests.support.ngram_server import WordNgramModel, serve_model
 
 PER_BAND = 150
-METRICS = list(SimilarityMetric)
+METRICS = list(COMPLETION_METRICS)
 
 
 @pytest.fixture(scope="module")

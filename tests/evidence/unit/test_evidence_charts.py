@@ -13,7 +13,8 @@ from curation.evidence.probe_report import probe_report
 from curation.evidence.probing import plan_probes
 from curation.evidence.temporal_split import temporal_split_report
 from curation.scale.inflation import public_inflation_report
-from schemas.evidence import ItemResult, ProbeCompletion, ProbeItem, ProbeReport, SimilarityMetric, TemporalSplitReport
+from schemas.evidence import ItemResult, ProbeCompletion, ProbeItem, ProbeReport, TemporalSplitReport
+from schemas.probe_tests import ProbeMetric
 from tests.support.images import assert_png, assert_svg
 from tests.support.inflation_world import inflation_world
 
@@ -68,7 +69,7 @@ def test_probe_chart_renders_svg_and_png(probe: ProbeReport, tmp_path: Path) -> 
     (tmp_path / "probe.svg").write_bytes(svg)
     assert_svg((tmp_path / "probe.svg").read_bytes())
     assert b"completion similarity (levenshtein)" in svg and b"not an accusation" in svg
-    png = probe_chart(probe, metric=SimilarityMetric.LCS_RATIO, image_format="png", dpi=60)
+    png = probe_chart(probe, metric=ProbeMetric.LCS_RATIO, image_format="png", dpi=60)
     assert assert_png(png) == (600, 276)
 
 

@@ -20,10 +20,11 @@ from curation.evidence.probing import (
     similarity,
 )
 from curation.refusals import Refused
-from schemas.evidence import CutMode, CutPolicy, ProbeCompletion, ProbeItem, ProbeReport, SimilarityMetric
+from schemas.evidence import CutMode, CutPolicy, ProbeCompletion, ProbeItem, ProbeReport
+from schemas.probe_tests import ProbeMetric
 
-LEV = SimilarityMetric.LEVENSHTEIN
-LCS = SimilarityMetric.LCS_RATIO
+LEV = ProbeMetric.LEVENSHTEIN
+LCS = ProbeMetric.LCS_RATIO
 WHEN = datetime(2023, 6, 1, tzinfo=UTC)
 TEXT = "The disk on node seven filled with rotated logs because the cleanup job ran under the wrong user account"
 

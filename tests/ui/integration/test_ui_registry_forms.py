@@ -45,17 +45,20 @@ def test_an_admin_registers_a_model_and_its_endpoint(browser: TestClient, engine
             "trains_on_inputs": "no",
             "retention_days": "0",
             "augmentations": ["tools"],
+            "logprobs": "completions_echo",
         },
     )
     assert endpoint.status_code == 303 and endpoint.headers["location"] == "/ui/registry#endpoint-acme-1-zdr"
     with Session(engine) as session:
         stored = session.exec(select(Endpoint)).one()
         assert (stored.trains_on_inputs, stored.retention_days, stored.terms_checked_at is not None, stored.checked_by) == ("no", 0, True, "token:lead")
+        assert stored.logprobs == "completions_echo"
         assert session.exec(select(Model)).one().training_cutoff.isoformat() == "2024-10-01"  # type: ignore[union-attr]
         actors = {event.action: event.actor for event in session.exec(select(AuditEvent)).all() if event.action in ("model.create", "endpoint.create")}
     assert actors == {"model.create": "token:lead", "endpoint.create": "token:lead"}
     listed = browser.get("/ui/registry").text
-    assert 'id="endpoint-acme-1-zdr"' in listed and "tools" in listed
+    assert 'id="endpoint-acme-1-zdr"' in listed and "tools" in listed and 'data-logprobs="completions_echo"' in listed
+    assert '<label for="endpoint-logprobs">Log-probabilities' in listed
 
 
 @pytest.mark.parametrize(

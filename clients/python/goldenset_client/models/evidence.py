@@ -87,13 +87,13 @@ class Interval(_Response):
     level: float
 
 
-SimilarityMetric = Literal["levenshtein", "lcs_ratio"]
+ProbeMetric = Literal["levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap"]
 
 
 class MetricComparison(_Response):
     """Pre-cutoff items against the control band on one metric."""
 
-    metric: SimilarityMetric
+    metric: ProbeMetric
     pre_median: float
     control_median: float
     median_gap: float
@@ -128,7 +128,7 @@ class ProbeCreate(_Request):
     limit: int | None = None
     cut_policy: CutPolicy = Field(default_factory=CutPolicy)
     alpha: float = 0.05
-    primary_metric: SimilarityMetric = "levenshtein"
+    primary_metric: ProbeMetric = "levenshtein"
     allow_exposure: bool = False
     dataset_name: str | None = None
     split_name: str | None = None
@@ -174,7 +174,7 @@ class ProbeReport(_Response):
     n_not_cut: int
     pre_remainder_median_chars: float
     control_remainder_median_chars: float
-    primary_metric: SimilarityMetric
+    primary_metric: ProbeMetric
     metrics: list[MetricComparison]
     items: list[ProbeItemResult]
     warnings: list[EvidenceWarning]

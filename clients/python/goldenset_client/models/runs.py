@@ -33,6 +33,7 @@ class AuditPage(_Response):
 
 
 Augmentation = Literal["retrieval", "web_search", "tools", "other"]
+LogprobSupport = Literal["none", "completions_echo", "tgi_prefill", "chat"]
 
 
 TrainsOnInputs = Literal["yes", "no", "unknown"]
@@ -54,11 +55,13 @@ class EndpointCreate(_Request):
     checked_by: str | None = None
     augmented: bool | None = None
     augmentations: list[Augmentation] = Field(default_factory=list)
+    logprobs: LogprobSupport = "none"
 
 
 class EndpointRead(_Response):
     """An endpoint with its terms; `terms_age_days` is how long ago they were checked (null: never),
-    `sealed_allowed` whether a sealed run may go there now (terms permitting)."""
+    `sealed_allowed` whether a sealed run may go there now (terms permitting), `logprobs` how it
+    gives log-probabilities."""
 
     id: int
     name: str
@@ -74,6 +77,7 @@ class EndpointRead(_Response):
     sealed_allowed: bool
     augmented: bool
     augmentations: list[Augmentation]
+    logprobs: LogprobSupport
     created_at: datetime
     updated_at: datetime
 
@@ -107,6 +111,7 @@ class EndpointUpdate(_Request):
     checked_by: str | None = None
     augmented: bool | None = None
     augmentations: list[Augmentation] | None = None
+    logprobs: LogprobSupport | None = None
 
 
 class ReleaseExposure(_Response):
