@@ -50,12 +50,13 @@ from bench.common import DATA, ROOT
 from bench.tinylm import model as lm
 from bench.tinylm.corpus import GROUPS, Design, background_texts, design, kev_items
 from bench.tinylm.power import TESTS, PowerRow, draw_rates, print_table
-from bench.tinylm.scoring import logprob_scores
+from bench.tinylm.scoring import logprob_reports
 from bench.tinylm.serve import LoadedModel, serve
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import plan_probes
-from schemas.evidence import ProbeEndpoint, SimilarityMetric
+from schemas.evidence import ProbeEndpoint
+from schemas.probe_tests import ProbeMetric
 
 OUT = ROOT / "var" / "bench" / "membership_power"
 SEEDS = {"C": 11, "N": 11, "R": 23}
@@ -78,7 +79,7 @@ class Clock:
 
 
 def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str], plan: Design, *, device: str, retrain: bool) -> tuple[Any, dict[str, Any]]:
-    folder = OUT / f"model-{name}-{recipe.key()}-{plan.cutoff.isoformat()}"
+    folder = OUT / f"model-{name}-{recipe.key()}-{plan.key()}"
     if not retrain and (cached := lm.load(folder, device)) is not None:
         print(f"  {name}: cached at {folder.relative_to(ROOT)} (trained in {cached[1]['seconds']:.0f} s)")
         return cached
@@ -100,7 +101,7 @@ def probe(client: httpx.Client, base_url: str, name: str, plan: Design) -> dict[
     endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
     completions = complete_sync(client, probes.prompts, endpoint, clock=time.time)
     report = probe_report(probes, completions, cutoff=plan.cutoff, model=name)
-    primary = next(metric for metric in report.metrics if metric.metric == SimilarityMetric.LEVENSHTEIN)
+    primary = next(metric for metric in report.metrics if metric.metric == ProbeMetric.LEVENSHTEIN)
     return {
         "scores": {entry.item_id: {metric.value: value for metric, value in entry.similarity.items()} for entry in report.items},
         "lengths": {entry.item_id: entry.remainder_chars for entry in report.items},
@@ -150,7 +151,8 @@ def main() -> int:
     plan: Design = clock.run("design", design, items, cutoff=args.cutoff, per_group=args.per_group, seed=args.seed)
     counts = {**{f"{count}x": len(plan.groups[count]) for count in GROUPS}, "unexposed": len(plan.unexposed), "control": len(plan.control)}
     twins = {band: sum(1 for value in plan.twins.values() if value == band) for band in ("unexposed", "control")}
-    print(f"  {len(items)} KEV items under {recipe.block} tokens; cutoff {args.cutoff}; {counts}; near duplicates of exposed items left out: {twins} ({plan.twin_method})")
+    print(f"  {len(items)} KEV items under {recipe.block} tokens; cutoff {args.cutoff}; {counts}")
+    print(f"  near duplicates of exposed items left out (curation.evidence.clean_band): {twins}")
 
     models: dict[str, LoadedModel] = {}
     runs: dict[str, dict[str, Any]] = {}
@@ -162,8 +164,7 @@ def main() -> int:
 
     with serve(models) as base_url, httpx.Client() as client:
         probed = {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")}
-        ids = [item.item_id for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
-        scored = {name: clock.run(f"log-probs {name}", logprob_scores, client, base_url, name, ids, {item.item_id: item.text for item in items}) for name in models}
+        scored = clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
 
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
@@ -172,7 +173,7 @@ def main() -> int:
     print_table(rows, shares, runs, probed, n=args.n, draws=args.draws)
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.device}",
-        "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins, "twin_method": plan.twin_method,
+        "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
         "recipe": asdict(recipe), "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
         "power": [asdict(row) for row in rows], "phases_seconds": clock.phases,

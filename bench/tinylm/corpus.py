@@ -7,20 +7,19 @@ An item's text is what the example mapping (`examples/mappings/cisa_kev.yaml`) m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from functools import cache
 from pathlib import Path
 
+from curation.evidence.clean_band import DatedText, near_any
 from schemas.evidence import ProbeItem, cutoff_instant
 
 GROUPS = (1, 3, 10, 30)
 """How many times model C sees each exposure group's items in training."""
-_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -28,6 +27,9 @@ class KevItem:
     item_id: str
     occurred_at: datetime
     text: str
+
+    def dated(self) -> DatedText:
+        return DatedText(item_id=self.item_id, text=self.text, occurred_at=self.occurred_at)
 
     def probe_item(self) -> ProbeItem:
         return ProbeItem(item_id=self.item_id, occurred_at=self.occurred_at, text=self.text)
@@ -66,37 +68,14 @@ def background_texts(data: Path, *, max_chars: int, description_chars: int = 800
     return kept
 
 
-@cache
-def _shingles(text: str, size: int = 3) -> frozenset[tuple[str, ...]]:
-    words = _WORD.findall(text.lower())
-    return frozenset(tuple(words[index : index + size]) for index in range(max(1, len(words) - size + 1)))
-
-
-def near_duplicate_pairs(items: Sequence[KevItem], *, threshold: float = 0.5) -> list[tuple[int, int]]:
-    """Index pairs of items whose word 3-shingle Jaccard is at least `threshold` (exact copies
-    included). A stand-in for the product's clean-band function where it is not available."""
-    sets = [_shingles(item.text) for item in items]
-    pairs = []
-    for i in range(len(items)):
-        for j in range(i + 1, len(items)):
-            union = len(sets[i] | sets[j])
-            if union and len(sets[i] & sets[j]) / union >= threshold:
-                pairs.append((i, j))
-    return pairs
-
-
-NearDuplicates = Callable[[Sequence[KevItem], Sequence[KevItem]], set[str]]
-"""Given the exposed items and candidates, the ids of candidates that are near duplicates of an exposed item."""
-
-
-def shingle_twins(exposed: Sequence[KevItem], candidates: Sequence[KevItem], threshold: float = 0.5) -> set[str]:
-    exposed_sets = [_shingles(item.text) for item in exposed]
-    twins = set()
-    for item in candidates:
-        mine = _shingles(item.text)
-        if any(len(mine & other) / max(1, len(mine | other)) >= threshold for other in exposed_sets):
-            twins.add(item.item_id)
-    return twins
+def near_exposed(exposed: Sequence[KevItem], candidates: Sequence[KevItem]) -> set[str]:
+    """The ids of `candidates` that are near duplicates of an exposed item, by the product's clean
+    band (`curation.evidence.clean_band.near_any`: exact after normalisation, or MinHash at the
+    dedup's recall-first link level)."""
+    if not exposed or not candidates:
+        return set()
+    found = near_any([item.dated() for item in candidates], [item.dated() for item in exposed])
+    return set(found)
 
 
 @dataclass
@@ -110,7 +89,11 @@ class Design:
     unexposed: list[KevItem]
     control: list[KevItem]
     twins: dict[str, str] = field(default_factory=dict)
-    twin_method: str = ""
+
+    def key(self) -> str:
+        """A short fingerprint of who is exposed how often (the models' cache key)."""
+        exposures = sorted((item.item_id, count) for count in GROUPS for item in self.groups[count])
+        return hashlib.sha256(json.dumps([self.cutoff.isoformat(), exposures]).encode()).hexdigest()[:10]
 
     def exposed(self) -> list[KevItem]:
         return [item for count in GROUPS for item in self.groups[count]]
@@ -122,30 +105,35 @@ class Design:
         return bands
 
 
-def design(
-    items: Sequence[KevItem], *, cutoff: date, per_group: int, seed: int, twins: NearDuplicates = shingle_twins, twin_method: str = "word 3-shingle Jaccard >= 0.5"
-) -> Design:
-    """Draw `per_group` exposed items per group from the pre-cutoff items, no two of them near
-    duplicates of each other (so a group's items are not another group's in disguise), and leave
-    every near duplicate of an exposed item out of the unexposed and control bands."""
+def design(items: Sequence[KevItem], *, cutoff: date, per_group: int, seed: int, chunk: int = 60) -> Design:
+    """Draw `per_group` exposed items per group from the pre-cutoff items in a seeded random order,
+    no two of them near duplicates of each other (so that one group's items are not another's in
+    disguise: a candidate near an item already drawn, or near another candidate of its chunk of
+    `chunk`, is passed over), then leave every near duplicate of an exposed item out of the
+    unexposed and control bands (`near_exposed`)."""
     instant = cutoff_instant(cutoff)
     before = [item for item in items if item.occurred_at < instant]
     after = [item for item in items if item.occurred_at >= instant]
     order = list(before)
     random.Random(seed).shuffle(order)
+    wanted = per_group * len(GROUPS)
     chosen: list[KevItem] = []
-    for item in order:
-        if len(chosen) == per_group * len(GROUPS):
+    for start in range(0, len(order), chunk):
+        if len(chosen) >= wanted:
             break
-        if not chosen or not twins(chosen, [item]):
-            chosen.append(item)
-    if len(chosen) < per_group * len(GROUPS):
+        batch = order[start : start + chunk]
+        taken = near_exposed(chosen, batch)
+        batch = [item for item in batch if item.item_id not in taken]
+        crowded = set(near_any([item.dated() for item in batch], [item.dated() for item in batch])) if len(batch) > 1 else set()
+        chosen += [item for item in batch if item.item_id not in crowded]
+    if len(chosen) < wanted:
         raise ValueError(f"only {len(chosen)} distinct pre-cutoff items for {len(GROUPS)} groups of {per_group}")
+    chosen = chosen[:wanted]
     groups = {count: chosen[index * per_group : (index + 1) * per_group] for index, count in enumerate(GROUPS)}
     exposed_ids = {item.item_id for item in chosen}
     rest = [item for item in before if item.item_id not in exposed_ids]
-    removed = twins(chosen, rest + after)
+    removed = near_exposed(chosen, rest + after)
     unexposed = [item for item in rest if item.item_id not in removed]
     control = [item for item in after if item.item_id not in removed]
     twin_band = {item.item_id: ("unexposed" if item.occurred_at < instant else "control") for item in rest + after if item.item_id in removed}
-    return Design(cutoff=cutoff, groups=groups, unexposed=unexposed, control=control, twins=twin_band, twin_method=twin_method)
+    return Design(cutoff=cutoff, groups=groups, unexposed=unexposed, control=control, twins=twin_band)

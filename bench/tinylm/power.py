@@ -17,9 +17,8 @@ MAX_FALSE_POSITIVES = 0.06
 MIN_POWER = 0.80
 TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap")
 """`levenshtein` is the completion probe (greedy text over chat completions); the rest read
-log-probabilities; `reference_gap` is the target's mean token log-probability minus the
-reference model R's on the same item."""
-REFERENCE = "R"
+log-probabilities (`curation.evidence.membership`); `reference_gap` is the reference model R's
+loss per byte minus the target's on the same item."""
 
 
 @dataclass(frozen=True)
@@ -37,16 +36,16 @@ class PowerRow:
     pool: int
 
 
-def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, dict[str, dict[str, float]]], item: KevItem) -> tuple[float, int] | None:
+def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
     """(score, length) of one item under one test, higher meaning more like a member; None when
     the item has no score (a failed probe)."""
     if test == "levenshtein":
         if item.item_id not in probed[model]["scores"]:
             return None
         return probed[model]["scores"][item.item_id]["levenshtein"], probed[model]["lengths"][item.item_id]
-    if test == "reference_gap":
-        return scored[model][item.item_id]["loss"] - scored[REFERENCE][item.item_id]["loss"], len(item.text)
-    return scored[model][item.item_id][test], len(item.text)
+    if item.item_id not in scored[model]["scores"]:
+        return None
+    return scored[model]["scores"][item.item_id][test], scored[model]["lengths"][item.item_id]
 
 
 def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
@@ -59,7 +58,7 @@ def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
     return rows
 
 
-def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, dict[str, dict[str, float]]], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
+def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
     """For every test and comparison, `draws` times: `n` items of the band and `n` control items,
     each drawn without replacement (the whole band where it holds fewer), through the
     length-matched test."""

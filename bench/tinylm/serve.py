@@ -66,16 +66,22 @@ class LoadedModel:
             new, finish = new[: new.index(self.eos)], "stop"
         return self.tokenizer.decode(new), finish, new
 
-    def echo(self, text: str, top: int) -> dict[str, Any]:
-        """OpenAI legacy `logprobs` of `text` itself (first token null)."""
+    def echo(self, text: str, top: int, generated: list[int] | None = None) -> dict[str, Any]:
+        """OpenAI legacy `logprobs` of `text` (first token null), then of the `generated` token ids
+        that followed it (not tokenised again, so the prompt's tokens stay as they were)."""
         encoding = self.tokenizer.encode(text)
-        ids = encoding.ids[: self.block - 1]
+        offsets = list(encoding.offsets)
+        tokens = [text[start:end] for start, end in offsets]
+        for index in generated or []:
+            piece = self.tokenizer.decode([index])
+            offsets.append((offsets[-1][1] if offsets else 0, (offsets[-1][1] if offsets else 0) + len(piece)))
+            tokens.append(piece)
+        ids = [*encoding.ids, *(generated or [])][: self.block - 1]
         with self.lock, torch.no_grad():
             logits = self.model(torch.tensor([[self.eos, *ids]], device=self.device)).logits[0, :-1].float()
             logprobs = torch.log_softmax(logits, dim=-1)
             chosen = logprobs.gather(1, torch.tensor(ids, device=self.device)[:, None])[:, 0].tolist()
             best = torch.topk(logprobs, k=max(1, top), dim=-1) if top else None
-        tokens = [text[start:end] for start, end in encoding.offsets[: len(ids)]]
         tops: list[dict[str, float] | None] = [None]
         for position in range(1, len(ids)):
             if best is None:
@@ -85,7 +91,7 @@ class LoadedModel:
             for value, index in zip(best.values[position].tolist(), best.indices[position].tolist(), strict=True):
                 pairs.setdefault(self.tokenizer.decode([index]), value)
             tops.append(pairs)
-        return {"tokens": tokens, "token_logprobs": [None, *chosen[1:]], "top_logprobs": tops, "text_offset": [start for start, _ in encoding.offsets[: len(ids)]]}
+        return {"tokens": tokens[: len(ids)], "token_logprobs": [None, *chosen[1:]], "top_logprobs": tops, "text_offset": [start for start, _ in offsets[: len(ids)]]}
 
 
 def probe_context(user: str) -> str:
@@ -127,15 +133,15 @@ def _completion(loaded: LoadedModel, body: dict[str, Any]) -> Reply:
         return _error(400, f"logprobs must be an integer from 0 to {MAX_TOP_LOGPROBS}")
     max_tokens = int(body.get("max_tokens", 16))
     echo = bool(body.get("echo"))
-    continuation, finish = "", "length"
+    continuation, finish, new = "", "length", []
     if max_tokens > 0:
         if body.get("temperature", 1) != 0:
             return _error(400, "this model only decodes greedily: send temperature 0")
-        continuation, finish, _ = loaded.continue_text(prompt, max_tokens)
+        continuation, finish, new = loaded.continue_text(prompt, max_tokens)
     text = (prompt if echo else "") + continuation
     logprobs = None
     if top is not None:
-        scored = loaded.echo(prompt + continuation, top)
+        scored = loaded.echo(prompt, top, new)
         if not echo:
             keep = [index for index, offset in enumerate(scored["text_offset"]) if offset >= len(prompt)]
             scored = {key: [values[index] for index in keep] for key, values in scored.items()}
