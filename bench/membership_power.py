@@ -22,7 +22,8 @@ Mann–Whitney test: the detection rate at alpha 0.05 per exposure group on C, a
 rate on N. Also the verbatim share per group (greedy continuation of the first half reproduces at
 least half of the rest as one run, `lcs_ratio >= 0.5`) to show memorisation happened.
 
-Models are cached under `var/bench/membership_power/` (keyed by their recipe); `--retrain` trains again.
+Models and per-item scores are cached under `var/bench/membership_power/` (keyed by the recipe and
+who is exposed how often); `--retrain` trains again, `--rescore` probes and scores again.
 
 Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--device cpu|cuda] [--retrain]
        [--per-group 80] [--draws 1000] [--n 50] [--epochs 2] [--background-chars 400000]
@@ -128,6 +129,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a machine with a GPU (not measured here).")
     parser.add_argument("--retrain", action="store_true", help="Train the models again instead of loading the cached ones.")
+    parser.add_argument("--rescore", action="store_true", help="Probe and score the items again instead of reading the cached per-item scores.")
     parser.add_argument("--cutoff", type=date.fromisoformat, default=date(2024, 1, 1))
     parser.add_argument("--per-group", type=int, default=80, help="Items per exposure group (1, 3, 10, 30 times).")
     parser.add_argument("--draws", type=int, default=1000)
@@ -162,9 +164,18 @@ def main() -> int:
     if args.train_only:
         return 0
 
-    with serve(models) as base_url, httpx.Client() as client:
-        probed = {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")}
-        scored = clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
+    cache = OUT / f"scores-{recipe.key()}-{plan.key()}.json"
+    if cache.exists() and not (args.retrain or args.rescore):
+        saved = json.loads(cache.read_text())
+        probed, scored = saved["probed"], saved["scored"]
+        clock.phases.update({f"{phase} (cached)": seconds for phase, seconds in saved["phases"].items()})
+        print(f"  per-item scores: cached at {cache.relative_to(ROOT)}")
+    else:
+        with serve(models) as base_url, httpx.Client() as client:
+            probed = {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")}
+            scored = clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
+        phases = {phase: seconds for phase, seconds in clock.phases.items() if phase.startswith(("probe", "log-probs"))}
+        cache.write_text(json.dumps({"probed": probed, "scored": scored, "phases": phases}))
 
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
