@@ -181,17 +181,18 @@ def main() -> int:
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
     shares = {name: verbatim(probed[name], plan) for name in probed}
     print()
-    print_table(rows, shares, runs, probed, n=args.n, draws=args.draws)
+    passed = print_table(rows, shares, runs, probed, scored, n=args.n, draws=args.draws)
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.device}",
         "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
         "recipe": asdict(recipe), "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
-        "power": [asdict(row) for row in rows], "phases_seconds": clock.phases,
+        "logprob_reports": {name: {key: scored[name][key] for key in ("test", "report", "summary")} for name in scored},
+        "power": [asdict(row) for row in rows], "passed": passed, "phases_seconds": clock.phases,
     }  # fmt: skip
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\nphases (s): {clock.phases}\nwritten: {(OUT / 'results.json').relative_to(ROOT)}")
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

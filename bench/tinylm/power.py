@@ -81,7 +81,9 @@ def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, 
     return rows
 
 
-def print_table(rows: list[PowerRow], shares: dict[str, dict[str, dict[str, float]]], runs: dict[str, dict[str, Any]], probed: dict[str, Any], *, n: int, draws: int) -> bool:
+def print_table(
+    rows: list[PowerRow], shares: dict[str, dict[str, dict[str, float]]], runs: dict[str, dict[str, Any]], probed: dict[str, Any], scored: dict[str, Any], *, n: int, draws: int
+) -> bool:
     """The figures as tables, with PASS/FAIL lines; True when every requirement holds."""
     for name, run in runs.items():
         size = f"{run['parameters'] / 1e6:.2f}M parameters, {run['tokens']:,} tokens, {run['steps']} steps"
@@ -95,6 +97,9 @@ def print_table(rows: list[PowerRow], shares: dict[str, dict[str, dict[str, floa
         report = probe["report"]
         verdict = f"flagged {report['flagged']}, length-matched p {report['length_matched_p']:.3g}, gap {report['median_gap']:+.3f}"
         print(f"  probe report on {name}, all pre-cutoff items vs control: {verdict}")
+    for name, report in scored.items():
+        verdicts = ", ".join(f"{metric} {'flagged' if entry['flagged'] else 'not flagged'} (p {entry['length_matched_p']:.2g})" for metric, entry in report["report"].items())
+        print(f"  {report['test']} report on {name} (reference R), all pre-cutoff items vs control: {verdicts}")
     columns = [(row.model, row.band) for row in rows if row.test == TESTS[0]]
     print(f"\nshare of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney); C: detection, N: false positives")
     print(f"  {'test':<16}" + "".join(f"{model + ' ' + band:>15}" for model, band in columns))
