@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import DATA, ROOT
 from bench.tinylm import model as lm
 from bench.tinylm.corpus import GROUPS, Design, background_texts, design, kev_items
-from bench.tinylm.power import TESTS, PowerRow, draw_rates, print_table
+from bench.tinylm.power import TESTS, PowerRow, collapsed, draw_rates, print_table, rate_table
 from bench.tinylm.scoring import logprob_reports
 from bench.tinylm.serve import LoadedModel, serve
 from curation.evidence.probe_report import probe_report
@@ -179,16 +179,20 @@ def main() -> int:
 
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
+    single = collapsed(plan)
+    single_rows: list[PowerRow] = clock.run("power, one per cluster", draw_rates, single, probed, scored, rng=rng, draws=args.draws, n=args.n)
     shares = {name: verbatim(probed[name], plan) for name in probed}
     print()
     passed = print_table(rows, shares, runs, probed, scored, n=args.n, draws=args.draws)
+    rate_table(single_rows, n=args.n, draws=args.draws, title="one item per near-duplicate cluster within the unexposed and control bands")
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.device}",
         "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
         "recipe": asdict(recipe), "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
         "logprob_reports": {name: {key: scored[name][key] for key in ("test", "report", "summary")} for name in scored},
-        "power": [asdict(row) for row in rows], "passed": passed, "phases_seconds": clock.phases,
+        "power": [asdict(row) for row in rows], "passed": passed,
+        "power_one_per_cluster": [asdict(row) for row in single_rows], "phases_seconds": clock.phases,
     }  # fmt: skip
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\nphases (s): {clock.phases}\nwritten: {(OUT / 'results.json').relative_to(ROOT)}")

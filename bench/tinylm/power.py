@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bench.tinylm.corpus import GROUPS, Design, KevItem
+from curation.evidence.clean_band import near_any
 from curation.evidence.probe_report import length_matched_mann_whitney
 from curation.intervals import wilson_interval
 
@@ -34,6 +35,7 @@ class PowerRow:
     high: float
     full_p: float
     pool: int
+    control_pool: int
 
 
 def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
@@ -48,6 +50,28 @@ def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any]
     return scored[model]["scores"][item.item_id][test], scored[model]["lengths"][item.item_id]
 
 
+def one_per_cluster(members: list[KevItem]) -> list[KevItem]:
+    """The band with one item (the oldest) per cluster of near duplicates within it, clusters being
+    joined by each item's nearest near copy in the band (`curation.evidence.clean_band.near_any`).
+    Near copies in one band move together in every draw, so the test, which takes items as
+    independent, would count one text several times."""
+    near = near_any([item.dated() for item in members], [item.dated() for item in members])
+    parent = {item.item_id: item.item_id for item in members}
+
+    def root(item_id: str) -> str:
+        while parent[item_id] != item_id:
+            parent[item_id] = parent[parent[item_id]]
+            item_id = parent[item_id]
+        return item_id
+
+    for link in near.values():
+        parent[root(link.item_id)] = root(link.other)
+    kept: dict[str, KevItem] = {}
+    for item in sorted(members, key=lambda item: (item.occurred_at, item.item_id)):
+        kept.setdefault(root(item.item_id), item)
+    return [item for item in members if kept.get(root(item.item_id)) is item]
+
+
 def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
     """(model, band, items) compared with the control band: each exposure group and the unexposed
     items on C; on N, the unexposed items and all exposure groups together (N saw none of them)."""
@@ -56,6 +80,12 @@ def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
     rows.append(("N", "unexposed", plan.unexposed))
     rows.append(("N", "all groups", plan.exposed()))
     return rows
+
+
+def collapsed(plan: Design) -> Design:
+    """The plan with one item per near-duplicate cluster within the unexposed and control bands
+    (the exposure groups hold no near copies of each other by construction)."""
+    return Design(cutoff=plan.cutoff, groups=plan.groups, unexposed=one_per_cluster(plan.unexposed), control=one_per_cluster(plan.control), twins=plan.twins)
 
 
 def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
@@ -77,7 +107,7 @@ def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, 
                 p = length_matched_mann_whitney(pre_values[a], control_values[b], pre_lengths=pre_lengths[a], control_lengths=control_lengths[b])
                 hits += p < ALPHA
             low, high = wilson_interval(hits, draws)
-            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre)))
+            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre), control_pool=len(control)))
     return rows
 
 
@@ -100,8 +130,15 @@ def print_table(
     for name, report in scored.items():
         verdicts = ", ".join(f"{metric} {'flagged' if entry['flagged'] else 'not flagged'} (p {entry['length_matched_p']:.2g})" for metric, entry in report["report"].items())
         print(f"  {report['test']} report on {name} (reference R), all pre-cutoff items vs control: {verdicts}")
+    return rate_table(rows, n=n, draws=draws, title="bands as drawn")
+
+
+def rate_table(rows: list[PowerRow], *, n: int, draws: int, title: str) -> bool:
+    """The rates as a table (tests by comparison) and the PASS/FAIL lines; True when all pass."""
     columns = [(row.model, row.band) for row in rows if row.test == TESTS[0]]
-    print(f"\nshare of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney); C: detection, N: false positives")
+    print(f"\n{title}: share of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney)")
+    print("C: detection (C unexposed: spill-over onto items C did not see), N: false positives")
+    print(f"  {'band / control':<16}" + "".join(f"{f'{row.pool} / {row.control_pool}':>15}" for row in rows if row.test == TESTS[0]))
     print(f"  {'test':<16}" + "".join(f"{model + ' ' + band:>15}" for model, band in columns))
     by = {(row.test, row.model, row.band): row for row in rows}
     for test in TESTS:
