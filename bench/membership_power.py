@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -77,6 +78,12 @@ class Clock:
         self.phases[name] = round(time.perf_counter() - started, 1)
         print(f"[{name}] {self.phases[name]:.1f} s", flush=True)
         return result
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")] if cpuinfo.exists() else []
+    return names[0] if names else platform.processor() or platform.machine()
 
 
 def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str], plan: Design, *, device: str, retrain: bool) -> tuple[Any, dict[str, Any]]:
@@ -186,7 +193,7 @@ def main() -> int:
     passed = print_table(rows, shares, runs, probed, scored, n=args.n, draws=args.draws)
     rate_table(single_rows, n=args.n, draws=args.draws, title="one item per near-duplicate cluster within the unexposed and control bands")
     results = {
-        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.device}",
+        "machine": f"{machine()}, {os.cpu_count()} cores, torch on {torch.get_num_threads()} threads, {args.device}",
         "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
         "recipe": asdict(recipe), "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
