@@ -80,20 +80,34 @@ class Clock:
         return result
 
 
+def cached(path: Path, clock: Clock, fresh: bool, compute: Any) -> Any:
+    """The per-item scores saved at `path`, with the time they took; computed and saved when absent or `fresh`."""
+    if path.exists() and not fresh:
+        saved = json.loads(path.read_text())
+        clock.phases.update({f"{phase} (cached)": seconds for phase, seconds in saved["phases"].items()})
+        print(f"  per-item scores: cached at {path.relative_to(ROOT)}")
+        return saved["value"]
+    before = set(clock.phases)
+    value = compute()
+    path.write_text(json.dumps({"value": value, "phases": {phase: clock.phases[phase] for phase in set(clock.phases) - before}}))
+    return value
+
+
 def machine() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")] if cpuinfo.exists() else []
     return names[0] if names else platform.processor() or platform.machine()
 
 
-def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str], plan: Design, *, device: str, retrain: bool) -> tuple[Any, dict[str, Any]]:
-    folder = OUT / f"model-{name}-{recipe.key()}-{plan.key()}"
+def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str], plan: Design, *, seed: int, device: str, retrain: bool) -> tuple[Any, dict[str, Any]]:
+    tag = name if seed == SEEDS[name] else f"{name}{seed}"
+    folder = OUT / f"model-{tag}-{recipe.key()}-{plan.key()}"
     if not retrain and (cached := lm.load(folder, device)) is not None:
         print(f"  {name}: cached at {folder.relative_to(ROOT)} (trained in {cached[1]['seconds']:.0f} s)")
         return cached
     exposures = [(item.text, count) for count in GROUPS for item in plan.groups[count]]
-    blocks = lm.training_blocks(tokenizer, background, exposures, recipe, seed=SEEDS[name], with_items=name == "C")
-    model = lm.new_model(recipe, tokenizer, SEEDS[name])
+    blocks = lm.training_blocks(tokenizer, background, exposures, recipe, seed=seed, with_items=name == "C")
+    model = lm.new_model(recipe, tokenizer, seed)
     print(f"  {name}: {lm.parameters(model) / 1e6:.2f}M parameters, {blocks.numel():,} tokens in {blocks.shape[0]} blocks", flush=True)
     figures = lm.train(model, blocks, recipe, device=device)
     figures.update(parameters=lm.parameters(model), recipe=asdict(recipe), device=device, exposures=sum(count for _, count in exposures) if name == "C" else 0)
@@ -146,6 +160,7 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=lm.Recipe.layers)
     parser.add_argument("--width", type=int, default=lm.Recipe.width)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reference-seed", type=int, default=SEEDS["R"], help="Seed of the reference model R (another seed trains and caches another R).")
     parser.add_argument("--seed", type=int, default=20261205)
     parser.add_argument("--train-only", action="store_true", help="Stop after training (or loading) the models.")
     args = parser.parse_args()
@@ -166,23 +181,19 @@ def main() -> int:
     models: dict[str, LoadedModel] = {}
     runs: dict[str, dict[str, Any]] = {}
     for name in ("C", "N", "R"):
-        model, runs[name] = clock.run(f"train {name}", trained, name, recipe, tokenizer, background, plan, device=args.device, retrain=args.retrain)
+        seed = args.reference_seed if name == "R" else SEEDS[name]
+        model, runs[name] = clock.run(f"train {name}", trained, name, recipe, tokenizer, background, plan, seed=seed, device=args.device, retrain=args.retrain)
         models[name] = LoadedModel(name=name, model=model, tokenizer=tokenizer, device=args.device)
     if args.train_only:
         return 0
 
-    cache = OUT / f"scores-{recipe.key()}-{plan.key()}.json"
-    if cache.exists() and not (args.retrain or args.rescore):
-        saved = json.loads(cache.read_text())
-        probed, scored = saved["probed"], saved["scored"]
-        clock.phases.update({f"{phase} (cached)": seconds for phase, seconds in saved["phases"].items()})
-        print(f"  per-item scores: cached at {cache.relative_to(ROOT)}")
-    else:
-        with serve(models) as base_url, httpx.Client() as client:
-            probed = {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")}
-            scored = clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
-        phases = {phase: seconds for phase, seconds in clock.phases.items() if phase.startswith(("probe", "log-probs"))}
-        cache.write_text(json.dumps({"probed": probed, "scored": scored, "phases": phases}))
+    fresh = args.retrain or args.rescore
+    key = f"{recipe.key()}-{plan.key()}"
+    with serve(models) as base_url, httpx.Client() as client:
+        probed = cached(OUT / f"probes-{key}.json", clock, fresh, lambda: {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")})
+        scored = cached(
+            OUT / f"logprobs-{key}-r{args.reference_seed}.json", clock, fresh, lambda: clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
+        )
 
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
@@ -195,14 +206,15 @@ def main() -> int:
     results = {
         "machine": f"{machine()}, {os.cpu_count()} cores, torch on {torch.get_num_threads()} threads, {args.device}",
         "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
-        "recipe": asdict(recipe), "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
+        "recipe": asdict(recipe), "reference_seed": args.reference_seed, "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
         "logprob_reports": {name: {key: scored[name][key] for key in ("test", "report", "summary")} for name in scored},
         "power": [asdict(row) for row in rows], "passed": passed,
         "power_one_per_cluster": [asdict(row) for row in single_rows], "phases_seconds": clock.phases,
     }  # fmt: skip
-    (OUT / "results.json").write_text(json.dumps(results, indent=1))
-    print(f"\nphases (s): {clock.phases}\nwritten: {(OUT / 'results.json').relative_to(ROOT)}")
+    written = OUT / ("results.json" if args.reference_seed == SEEDS["R"] else f"results-r{args.reference_seed}.json")
+    written.write_text(json.dumps(results, indent=1))
+    print(f"\nphases (s): {clock.phases}\nwritten: {written.relative_to(ROOT)}")
     return 0 if passed else 1
 
 
