@@ -19,14 +19,19 @@ endpoint, and the product's own code runs against it: the completion probe (`pla
 echo answers. Each item is scored once; then `--draws` times, `--n` items of a band are drawn
 without replacement against `--n` control items, through the report's length-matched
 Mann–Whitney test: the detection rate at alpha 0.05 per exposure group on C, and the false-positive
-rate on N. Also the verbatim share per group (greedy continuation of the first half reproduces at
-least half of the rest as one run, `lcs_ratio >= 0.5`) to show memorisation happened.
+rate on N; then the same with one item per cluster of near copies within the unexposed and
+control bands (near copies move together in every draw). Also the verbatim share per group (greedy
+continuation of the first half reproduces at least half of the rest as one run, `lcs_ratio >=
+0.5`) to show memorisation happened. PASS/FAIL lines against the issue's targets (false positives
+on N <= 6%; log-probability tests detect the 10x group with power >= 0.8 where the probe does not);
+exit status 1 when one fails on the bands as drawn.
 
 Models and per-item scores are cached under `var/bench/membership_power/` (keyed by the recipe and
-who is exposed how often); `--retrain` trains again, `--rescore` probes and scores again.
+who is exposed how often); `--retrain` trains again, `--rescore` probes and scores again,
+`--reference-seed` trains another reference (results in `results-r<seed>.json`).
 
-Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--device cpu|cuda] [--retrain]
-       [--per-group 80] [--draws 1000] [--n 50] [--epochs 2] [--background-chars 400000]
+Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--device cpu|cuda] [--retrain] [--rescore]
+       [--per-group 80] [--draws 1000] [--n 50] [--epochs 2] [--background-chars 400000] [--reference-seed 23]
 """
 
 from __future__ import annotations
