@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
-from tokenizers.implementations import ByteLevelBPETokenizer
+from tokenizers import ByteLevelBPETokenizer, Tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
 EOS = "<|endoftext|>"
@@ -43,12 +42,20 @@ class Recipe:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
 
 
+def eos_id(tokenizer: Tokenizer) -> int:
+    """The id of the end-of-text token, which separates documents and starts every scored text."""
+    eos = tokenizer.token_to_id(EOS)
+    if eos is None:
+        raise ValueError(f"the tokenizer has no {EOS} token")
+    return int(eos)
+
+
 def train_tokenizer(texts: Sequence[str], vocab: int, path: Path) -> Tokenizer:
     """A byte-level BPE tokenizer trained on `texts` (the background only), saved at `path`."""
     if path.exists():
         return Tokenizer.from_file(str(path))
     trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(list(texts), vocab_size=vocab, min_frequency=2, special_tokens=[EOS], show_progress=False)
+    trainer.train_from_iterator(iter(texts), vocab_size=vocab, min_frequency=2, special_tokens=[EOS], show_progress=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     trainer.save(str(path))
     return Tokenizer.from_file(str(path))
@@ -62,7 +69,7 @@ def training_blocks(tokenizer: Tokenizer, background: Sequence[str], exposures: 
     positions drawn uniformly over the run; `with_items=False` builds the same number of blocks
     from background alone (the clean and reference models)."""
     rng = random.Random(seed)
-    eos = tokenizer.token_to_id(EOS)
+    eos = eos_id(tokenizer)
     documents = [[*encoding.ids, eos] for encoding in tokenizer.encode_batch(list(background))]
     per_epoch = sum(len(document) for document in documents)
     item_ids = [tokenizer.encode(text).ids for text, _ in exposures]
@@ -98,7 +105,7 @@ def training_blocks(tokenizer: Tokenizer, background: Sequence[str], exposures: 
 
 def new_model(recipe: Recipe, tokenizer: Tokenizer, seed: int) -> GPT2LMHeadModel:
     torch.manual_seed(seed)
-    eos = tokenizer.token_to_id(EOS)
+    eos = eos_id(tokenizer)
     config = GPT2Config(
         vocab_size=tokenizer.get_vocab_size(), n_positions=recipe.block, n_embd=recipe.width, n_layer=recipe.layers, n_head=recipe.heads,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,

@@ -28,7 +28,7 @@ import torch
 from tokenizers import Tokenizer
 from transformers import GPT2LMHeadModel
 
-from bench.tinylm.model import EOS
+from bench.tinylm.model import eos_id
 from tests.replay.server import ReplayServer, Reply, Request
 
 MAX_TOP_LOGPROBS = 20
@@ -44,7 +44,7 @@ class LoadedModel:
 
     @property
     def eos(self) -> int:
-        return int(self.tokenizer.token_to_id(EOS))
+        return eos_id(self.tokenizer)
 
     @property
     def block(self) -> int:
@@ -133,7 +133,8 @@ def _completion(loaded: LoadedModel, body: dict[str, Any]) -> Reply:
         return _error(400, f"logprobs must be an integer from 0 to {MAX_TOP_LOGPROBS}")
     max_tokens = int(body.get("max_tokens", 16))
     echo = bool(body.get("echo"))
-    continuation, finish, new = "", "length", []
+    continuation, finish = "", "length"
+    new: list[int] = []
     if max_tokens > 0:
         if body.get("temperature", 1) != 0:
             return _error(400, "this model only decodes greedily: send temperature 0")
