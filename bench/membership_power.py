@@ -67,7 +67,7 @@ from schemas.probe_tests import ProbeMetric
 
 OUT = ROOT / "var" / "bench" / "membership_power"
 SEEDS = {"C": 11, "N": 11, "R": 23}
-"""C and N start from the same weights (only the data differ); R is another initialisation and data order."""
+"""C and N start from the same weights; R from others. Each seed also shuffles its model's data."""
 
 
 class Clock:
