@@ -18,7 +18,7 @@ from sqlmodel import Field, SQLModel
 
 from schemas.common import RowId, UTCDateTime, json_column_type, utcnow
 from schemas.evidence import CutPolicy, ProbeReport
-from schemas.probe_tests import ProbeMetric
+from schemas.probe_tests import ProbeMetric, ProbeTest, ProbeTestChoice
 
 
 class ProbeStatus(StrEnum):
@@ -31,9 +31,11 @@ class ProbeStatus(StrEnum):
 
 
 class Probe(SQLModel, table=True):
-    """One completion probe. `item_ids` are the goldenset item ids sent, in the order sent;
-    `report` is the `schemas.evidence.ProbeReport` as JSON once `done`. No item text and no
-    credential is stored here."""
+    """One probe. `test` is the test chosen (`schemas.probe_tests.ProbeTest`); a reference test's
+    reference model and endpoint, and its items' dev run of the reference model
+    (`reference_run_id`), are recorded beside the target's. `item_ids` are the goldenset item ids
+    sent, in the order sent; `report` is the `schemas.evidence.ProbeReport` as JSON once `done`. No
+    item text and no credential is stored here."""
 
     id: int | None = Field(default=None, primary_key=True)
     eval_id: int | None = Field(default=None, foreign_key="eval.id", index=True)
@@ -42,6 +44,10 @@ class Probe(SQLModel, table=True):
     model_id: int = Field(foreign_key="model.id", index=True)
     endpoint_id: int = Field(foreign_key="endpoint.id", index=True)
     run_id: int | None = Field(default=None, foreign_key="run.id")
+    test: str = Field(default=ProbeTest.COMPLETION.value, sa_type=String(24))
+    reference_model_id: int | None = Field(default=None, foreign_key="model.id")
+    reference_endpoint_id: int | None = Field(default=None, foreign_key="endpoint.id")
+    reference_run_id: int | None = Field(default=None, foreign_key="run.id")
     dataset: str = Field(max_length=255)
     split: str = Field(max_length=64)
     status: str = Field(default=ProbeStatus.QUEUED.value, sa_type=String(16), index=True)
@@ -58,16 +64,29 @@ class Probe(SQLModel, table=True):
     heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+TEST_HELP = (
+    "completion (greedy text through chat completions), logprob (the endpoint's log-probabilities of each item's whole text), "
+    "reference_logprob (those compared with a reference endpoint's), or auto (default): the strongest the endpoints' "
+    "recorded logprobs allow."
+)
+PRIMARY_HELP = "The metric the summary speaks of (default: levenshtein, min_k_plus_plus where top-k came back else min_k, reference_gap, by test)."
+
+
 class ProbeCreate(BaseModel):
     """`POST /v1/probes`: probe `model` through `endpoint` on an eval's dev items (`eval`, with
     `release`) or on a registered public corpus (`corpus`); exactly one of the two.
+
+    `test` picks the test (`schemas.probe_tests.ProbeTestChoice`: default `auto`, the strongest the
+    endpoints allow); `reference_endpoint` (serving `reference_model`) is the reference test's,
+    held to every rule the target's endpoint is (the bare-model guard, the gate, the ledger).
 
     `limit` caps the items sent, drawn evenly from both sides of the model's training cutoff (a
     fixed sample: the same request probes the same items). `allow_exposure` accepts sending an
     eval's items to an endpoint whose terms fail the gate (it trains on inputs, its terms are
     unknown, unchecked or stale): they are then marked exposed and leave the eval at its next
-    refresh. `api_key` is held in memory for this probe only, never stored or logged; without
-    it the service reads `GOLDENSET_ENDPOINT_KEY_<ENDPOINT>` from its environment.
+    refresh. `api_key` (`reference_api_key` for the reference) is held in memory for this probe
+    only, never stored or logged; without it the service reads `GOLDENSET_ENDPOINT_KEY_<ENDPOINT>`
+    from its environment.
     """
 
     # Exactly one of `eval` and `corpus`, stated in the document: each branch requires its own
@@ -85,7 +104,11 @@ class ProbeCreate(BaseModel):
     limit: int | None = pydantic.Field(default=None, ge=4, le=20_000)
     cut_policy: CutPolicy = CutPolicy()
     alpha: float = pydantic.Field(default=0.05, gt=0.0, lt=1.0)
-    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN
+    test: ProbeTestChoice = pydantic.Field(default=ProbeTestChoice.AUTO, description=TEST_HELP)
+    reference_endpoint: str | None = pydantic.Field(default=None, description="The reference test's endpoint: a registered endpoint that gives log-probabilities.")
+    reference_model: str | None = pydantic.Field(default=None, description="The registered model the reference endpoint serves (default: the one it is registered for).")
+    reference_api_key: SecretStr | None = None
+    primary_metric: ProbeMetric | None = pydantic.Field(default=None, description=PRIMARY_HELP)
     allow_exposure: StrictBool = False
     dataset_name: str | None = pydantic.Field(default=None, max_length=255, description="The dataset's name in the prompt (default: the eval's or corpus's name).")
     split_name: str | None = pydantic.Field(default=None, max_length=64, description="The split's name in the prompt (default: 'dev' for an eval, 'test' for a corpus).")
@@ -103,8 +126,10 @@ class ProbeCreate(BaseModel):
 
 
 class ProbeRead(BaseModel):
-    """A probe: what it probes, its progress, and its `report` once `status` is `done` (`error`
-    says why when `failed`). `exposed_items`: how many of its items the run marked exposed."""
+    """A probe: what it probes, the test it runs (with a reference test's reference model,
+    endpoint and dev run), its progress (`total` requests, counting the reference's), and its
+    `report` once `status` is `done` (`error` says why when `failed`). `exposes_items`: whether its
+    runs marked its items exposed."""
 
     id: int
     status: ProbeStatus
@@ -114,6 +139,10 @@ class ProbeRead(BaseModel):
     model: str
     endpoint: str
     run_id: int | None
+    test: ProbeTest
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
+    reference_run_id: int | None = None
     dataset: str
     split: str
     total: int

@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 from ingest.mapping import load_mapping
 from schemas.common import utcnow
 from schemas.item import Item
-from schemas.model_registry import EndpointCreate, ModelCreate, TrainsOnInputs
+from schemas.model_registry import Augmentation, EndpointCreate, LogprobSupport, ModelCreate, TrainsOnInputs
 from schemas.source import Source, SourceCreate
 from service.core.db import write_transaction
 from service.runs.model_registry import create_endpoint, create_model
@@ -37,13 +37,25 @@ def register_corpus(engine: Engine, name: str, records: list[dict[str, Any]]) ->
     assert summary.rejected == 0, summary.errors[:3]
 
 
-def register_model(engine: Engine, name: str, *, cutoff: date | None, base_url: str = "https://api.acme.test/v1", endpoints: dict[str, TrainsOnInputs] | None = None) -> None:
-    """Register model `name` with `cutoff` and its endpoints (name → terms), terms checked a day ago."""
+def register_model(
+    engine: Engine,
+    name: str,
+    *,
+    cutoff: date | None,
+    base_url: str = "https://api.acme.test/v1",
+    endpoints: dict[str, TrainsOnInputs] | None = None,
+    logprobs: LogprobSupport = LogprobSupport.NONE,
+    augmentations: Sequence[Augmentation] = (),
+) -> None:
+    """Register model `name` with `cutoff` and its endpoints (name → terms), terms checked a day
+    ago, each giving log-probabilities as `logprobs` says and with `augmentations`."""
     with write_transaction(engine) as session:
         create_model(session=session, data=ModelCreate(name=name, provider="acme", training_cutoff=cutoff), actor="test")
     for endpoint, terms in (endpoints or {}).items():
         checked = utcnow() - timedelta(days=1) if terms is not TrainsOnInputs.UNKNOWN else None
-        data = EndpointCreate(name=endpoint, base_url=base_url, provider="acme", model=name, trains_on_inputs=terms, terms_checked_at=checked)
+        data = EndpointCreate(
+            name=endpoint, base_url=base_url, provider="acme", model=name, trains_on_inputs=terms, terms_checked_at=checked, logprobs=logprobs, augmentations=list(augmentations)
+        )
         with write_transaction(engine) as session:
             create_endpoint(session=session, data=data, actor="test")
 

@@ -22,9 +22,9 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from scipy.special import expit, logit, ndtr, ndtri
 
-from curation.evidence.wording import p_text, points
+from curation.evidence.wording import p_text, points, probe_test_name
 from schemas.evidence import InflationFit, MonthHalf, ProbeReport, PublicInflationReport, TemporalSplitReport, cutoff_instant
-from schemas.probe_tests import ProbeMetric
+from schemas.probe_tests import ProbeMetric, ProbeTest
 
 ImageFormat = Literal["svg", "png"]
 
@@ -173,10 +173,18 @@ def _temporal_split(report: TemporalSplitReport) -> Figure:
     return figure
 
 
+def _padded_range(values: np.ndarray) -> tuple[float, float]:
+    """The values' range with a twentieth of it added on each side (a unit around a single value)."""
+    low, high = float(np.min(values)), float(np.max(values))
+    pad = (high - low) / 20 if high > low else 0.5
+    return low - pad, high + pad
+
+
 def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
-    """Left: the similarity distributions of pre-cutoff items and the control band, with the
-    control's 95th percentile and both medians. Right: each item's similarity by date, with the
-    cutoff and the same threshold, so the items that stand out can be found."""
+    """Left: the distributions of the metric (a similarity, or a membership score for the
+    log-probability tests) over pre-cutoff items and the control band, with the control's 95th
+    percentile and both medians. Right: each item's score by date, with the cutoff and the same
+    threshold, so the items that stand out can be found. The title names the test."""
     metric = metric or report.primary_metric
     comparison = report.comparison(metric)
     pre = np.array([item.similarity[metric] for item in report.items if item.band == "pre_cutoff"], dtype=np.float64)
@@ -185,14 +193,16 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
         figure = Figure(figsize=(10.0, 4.6), layout="constrained")
         hist_axes, time_axes = figure.subplots(1, 2, width_ratios=[1, 1.3])
         assert isinstance(hist_axes, Axes) and isinstance(time_axes, Axes)
-        bins = np.linspace(0.0, 1.0, 26)
+        completion = report.test is ProbeTest.COMPLETION
+        low, high = (0.0, 1.0) if completion else _padded_range(np.concatenate([pre, control]))
+        bins = np.linspace(low, high, 26)
         hist_axes.hist(control, bins=bins.tolist(), density=True, histtype="stepfilled", alpha=0.45, color=AFTER_COLOUR, label=f"control: after cutoff (n = {control.size})")
         hist_axes.hist(pre, bins=bins.tolist(), density=True, histtype="step", linewidth=1.8, color=BEFORE_COLOUR, label=f"before cutoff (n = {pre.size})")
         hist_axes.axvline(comparison.control_p95, color="black", linestyle="--", linewidth=1.0, label=f"control 95th percentile ({comparison.control_p95:.2f})")
         hist_axes.axvline(comparison.pre_median, color=BEFORE_COLOUR, linewidth=1.0, linestyle=":", label=f"medians: {comparison.pre_median:.2f} before")
         hist_axes.axvline(comparison.control_median, color=AFTER_COLOUR, linewidth=1.0, linestyle=":", label=f"{comparison.control_median:.2f} control")
-        hist_axes.set_xlim(0.0, 1.0)
-        hist_axes.set_xlabel(f"similarity to the true remainder ({metric.value})")
+        hist_axes.set_xlim(low, high)
+        hist_axes.set_xlabel(f"similarity to the true remainder ({metric.value})" if completion else f"{metric.value} (higher: more like a text the model has seen)")
         hist_axes.set_ylabel("density")
         hist_axes.legend(fontsize=7.5, frameon=False, loc="upper center")
 
@@ -209,14 +219,16 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
             textcoords="offset points",
             fontsize=8,
         )
-        time_axes.set_ylim(-0.02, 1.02)
-        time_axes.set_ylabel("similarity per item")
+        time_axes.set_ylim(low - 0.02 * (high - low), high + 0.02 * (high - low))
+        time_axes.set_ylabel("similarity per item" if completion else f"{metric.value} per item")
         time_axes.set_xlabel("item date")
         _date_axis(time_axes)
-        verdict = "older items reproduced more closely than chance explains" if comparison.flagged else "no gap beyond chance"
+        seen = "reproduced more closely" if completion else "likelier"
+        verdict = f"older items {seen} than chance explains" if comparison.flagged else "no gap beyond chance"
+        against = f" against {report.reference_model}" if report.reference_model else ""
         _titles(
             figure,
-            f"{report.model} on {report.dataset} ({report.split}), completion similarity ({metric.value}): {verdict}",
+            f"{report.model}{against} on {report.dataset} ({report.split}), {probe_test_name(report.test)} ({metric.value}): {verdict}",
             f"median gap {comparison.median_gap:+.2f}; {comparison.share_above_control_p95:.0%} of pre-cutoff items above the control's 95th percentile "
             f"(about 5% by chance)\nMann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
             comparison.flagged,

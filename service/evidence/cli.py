@@ -23,6 +23,7 @@ from sqlmodel import Session
 
 from curation.evidence.wording import p_text
 from schemas.evidence import EvidenceWarning, ProbeReport, PublicInflationReport, TemporalSplitReport
+from schemas.probe_tests import ProbeTestChoice
 from schemas.probes import ProbeCreate
 from service.core.problems import ProblemError
 from service.core.remote import read_here_or_there, remote_client
@@ -75,7 +76,9 @@ def print_probe(report: ProbeReport) -> None:
     """A probe report: per metric the bands' medians, the gap, the share above the control's 95th
     percentile and both p-values; then warnings, summary and statement."""
     table = Table("metric", "pre-cutoff median", "control median", "gap", "above control p95", "Mann–Whitney p", "length-matched p", "flagged", title=(
-        f"{report.model} on {report.dataset} ({report.split}): {report.n_pre_cutoff} pre-cutoff items, {report.n_control} control items, cutoff {report.cutoff}"
+        f"{report.model} on {report.dataset} ({report.split}), {report.test.value} test"
+        + (f" against {report.reference_model}" if report.reference_model else "")
+        + f": {report.n_pre_cutoff} pre-cutoff items, {report.n_control} control items, cutoff {report.cutoff}"
     ))
     for metric in report.metrics:
         flag = "[bold red]yes[/]" if metric.flagged else "no"
@@ -84,6 +87,7 @@ def print_probe(report: ProbeReport) -> None:
             f"{metric.share_above_control_p95:.0%}", f"{metric.p_value:.2g}", f"{metric.length_matched_p_value:.2g}", flag,
         )  # fmt: skip
     out.print(table)
+    out.print(report.test_sees, style="dim", highlight=False)
     _warnings(report.warnings)
     out.print(report.summary, highlight=False)
     out.print(Panel(report.statement, title="what this is, and what to do", border_style="cyan"), highlight=False)
@@ -179,10 +183,13 @@ def probe_command(
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the API key (default GOLDENSET_ENDPOINT_KEY_<ENDPOINT>).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=64, help="Requests in flight.")] = 4,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request attempt.")] = 60.0,
+    test: Annotated[ProbeTestChoice, typer.Option("--test", help="completion, logprob, reference_logprob, or auto: the strongest the endpoints allow.")] = ProbeTestChoice.AUTO,
+    reference_endpoint: Annotated[str | None, typer.Option("--reference-endpoint", help="The reference test's endpoint (it must give log-probabilities).")] = None,
+    reference_model: Annotated[str | None, typer.Option("--reference-model", help="The model the reference endpoint serves (default: its registered one).")] = None,
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
 ) -> None:
-    """Probe a model for memorised items: cut each item, ask for the rest, compare pre-cutoff items with the control band."""
+    """Probe a model for memorised items, with the strongest test the endpoint allows (or --test): compare pre-cutoff items with the control band."""
     image_format = chart_format(chart) if chart is not None else None
     api_key: SecretStr | None = None
     if api_key_env is not None:
@@ -193,6 +200,7 @@ def probe_command(
         data = ProbeCreate(
             eval=eval, corpus=corpus, release=int(release) if release.isdigit() else release, model=model, endpoint=endpoint, limit=limit,
             allow_exposure=allow_exposure, api_key=api_key, concurrency=concurrency, timeout_seconds=timeout,
+            test=test, reference_endpoint=reference_endpoint, reference_model=reference_model,
         )  # fmt: skip
     except ValidationError as exc:
         raise fail("; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())) from exc
@@ -207,11 +215,12 @@ def probe_command(
         condition = exc.extra.get("condition")
         raise fail(f"{exc.detail}" + (f" (condition: {condition})" if condition else ""), EXIT_REFUSED if exc.status == 403 else EXIT_USAGE) from exc
     source = {"request": "--api-key-env", "environment": prepared.key_variable, "none": "none"}[prepared.api_key_from]
-    err.print(f"probe {prepared.probe_id}: {len(prepared.plan.prompts)} items to {endpoint} (API key: {source})", highlight=False)
+    against = f" and {prepared.reference.name}" if prepared.reference is not None else ""
+    err.print(f"probe {prepared.probe_id}, {prepared.test.value} test: {prepared.requests} requests to {endpoint}{against} (API key: {source})", highlight=False)
     stop = threading.Event()
     result: list[ProbeReport | None] = []
     with progress_bar(remaining=True) as progress:
-        task = progress.add_task("probing", total=len(prepared.plan.prompts))
+        task = progress.add_task("probing", total=prepared.requests)
         worker = threading.Thread(
             target=lambda: result.append(execute_probe(engine, prepared, stop=stop, progress=lambda done, _: progress.update(task, completed=done))), daemon=True
         )
@@ -238,10 +247,11 @@ def remote_probe(client: Client, data: ProbeCreate, *, poll_seconds: float = 0.5
     import goldenset_client.models as api
 
     body = data.model_dump(mode="json", exclude_none=True)
-    if data.api_key is not None:
-        body["api_key"] = data.api_key.get_secret_value()
+    for field, secret in (("api_key", data.api_key), ("reference_api_key", data.reference_api_key)):
+        if secret is not None:
+            body[field] = secret.get_secret_value()
     probe = client.start_probe(api.ProbeCreate.model_validate(body))
-    err.print(f"probe {probe.id}: {probe.total} items to {data.endpoint}, run by the service", highlight=False)
+    err.print(f"probe {probe.id}, {probe.test} test: {probe.total} requests to {data.endpoint}, run by the service", highlight=False)
     while probe.status not in ("done", "failed"):
         time.sleep(poll_seconds)
         probe = client.get_probe(probe.id)

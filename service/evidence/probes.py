@@ -1,4 +1,4 @@
-"""Completion probes in the service: prepare (choose items, gate, ledger, cut) and show; running
+"""Probes in the service: prepare (choose the test and items, gate, ledger, cut) and show; running
 them (send, score, store the report) is `service.evidence.probe_execution`.
 
 Safety, in order: an eval's items are its release's dev items only (sealed items are left out,
@@ -10,23 +10,28 @@ to the exposure ledger as a dev run (`curation.runs.ledger`) before the first re
 marked exposed when the endpoint may train on inputs, exactly as a dev run does. A public corpus
 is already public: no gate, no ledger.
 
-The endpoint's API key comes from the request (held in memory for that probe only) or from the
-environment variable `GOLDENSET_ENDPOINT_KEY_<ENDPOINT>`; it is never stored or logged.
+The test is chosen first (`service.evidence.probe_choice`: the strongest the endpoints' recorded
+log-probabilities allow, or the one asked for). A reference test's reference endpoint is held to
+the same rules as the probed one: refused when augmented, gated on its terms, and the items sent
+there ledgered as a dev run of the reference model.
+
+The endpoints' API keys come from the request (held in memory for that probe only) or from the
+environment (`service.evidence.probe_keys`); they are never stored or logged.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from pydantic import SecretStr
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from curation.evidence.logprob_runner import MembershipPlan, plan_membership
 from curation.evidence.probe_items import corpus_probe_items, eval_probe_items
 from curation.evidence.probe_report import MIN_BAND, MIN_CONTROL_ITEMS, MIN_PRE_CUTOFF_ITEMS
 from curation.evidence.probing import ProbePlan, plan_probes
@@ -37,7 +42,8 @@ from schemas.common import read_model, utcnow
 from schemas.evals import Eval, Split
 from schemas.evidence import ProbeEndpoint, ProbeItem, ProbeReport, cutoff_instant
 from schemas.item import Item
-from schemas.model_registry import Endpoint, Model
+from schemas.model_registry import Endpoint, LogprobSupport, Model
+from schemas.probe_tests import ProbeTest
 from schemas.probes import Probe, ProbeCreate, ProbeRead, ProbeStatus
 from schemas.release import Release, ReleaseItem
 from schemas.runs import Run
@@ -47,29 +53,21 @@ from service.core.problems import ProblemError
 from service.evals.definitions import require_eval
 from service.evals.refusal_audit import AuditedRefusal, refusals_audited
 from service.evals.releases import resolve_release
+from service.evidence.probe_choice import REASON, ReferenceEndpoint, choose_test, require_reference
+from service.evidence.probe_keys import ApiKeyFrom, key_source
 from service.evidence.temporal_split import require_corpus, require_cutoff
 from service.runs.model_registry import require_serving_endpoint
 
-KEY_VARIABLE_PREFIX = "GOLDENSET_ENDPOINT_KEY_"
 STALE_AFTER = timedelta(minutes=15)
 """A running probe with no progress for this long belongs to a process that stopped."""
 
-ApiKeyFrom = Literal["request", "environment", "none"]
-
-
-def key_variable(endpoint: str) -> str:
-    """The environment variable holding an endpoint's API key: `GOLDENSET_ENDPOINT_KEY_` and the
-    endpoint's name in capitals, every other character as `_` (`acme/gpt-4o` → `..._ACME_GPT_4O`)."""
-    return KEY_VARIABLE_PREFIX + re.sub(r"[^A-Z0-9]", "_", endpoint.upper())
-
-
 @dataclass(frozen=True)
 class PreparedProbe:
-    """A probe written to the database and ready to run: its plan (cuts and prompts, in memory
-    only) and where to send it."""
+    """A probe written to the database and ready to run: its test, its plan (cuts and prompts, or
+    the texts to score; in memory only) and where to send it (and its reference)."""
 
     probe_id: int
-    plan: ProbePlan
+    plan: ProbePlan | MembershipPlan
     endpoint: ProbeEndpoint
     model: str
     cutoff: date
@@ -77,19 +75,33 @@ class PreparedProbe:
     api_key_from: ApiKeyFrom
     key_variable: str
     """The environment variable the key is read from when the request brings none."""
+    test: ProbeTest = ProbeTest.COMPLETION
+    endpoint_name: str = ""
+    logprobs: LogprobSupport = LogprobSupport.NONE
+    """How the endpoint gives log-probabilities (the log-probability tests' requests follow it)."""
+    reference: PreparedReference | None = None
+
+    @property
+    def requests(self) -> int:
+        """How many requests the probe sends, counting the reference's."""
+        if isinstance(self.plan, ProbePlan):
+            return len(self.plan.prompts)
+        return len(self.plan.texts) * (2 if self.reference is not None else 1)
+
+
+@dataclass(frozen=True)
+class PreparedReference:
+    """Where the reference test's requests go: the reference endpoint (`name`, how it gives
+    log-probabilities) and the model it serves."""
+
+    endpoint: ProbeEndpoint
+    name: str
+    model: str
+    logprobs: LogprobSupport
 
 
 AUGMENTED_CONDITION = "augmented_endpoint"
 """The `condition` of a probe refused because its endpoint has retrieval, web search or tools."""
-
-
-class KeySource(NamedTuple):
-    """Where the endpoint's API key comes from: the environment variable read when the request
-    brings none (`variable`), the key (None: none), and which of the two gave it (`api_key_from`)."""
-
-    variable: str
-    api_key: SecretStr | None
-    api_key_from: ApiKeyFrom
 
 
 @dataclass(frozen=True)
@@ -110,10 +122,12 @@ class ProbeTarget:
 
 class Ledgered(NamedTuple):
     """The items a probe sends, as recorded: the dev run in the exposure ledger (`run_id`; None for
-    a public corpus, which is already public) and the ids of the items (`item_ids`)."""
+    a public corpus, which is already public), the ids of the items (`item_ids`), and a reference
+    test's dev run of the reference model (`reference_run_id`)."""
 
     run_id: int | None
     item_ids: list[int]
+    reference_run_id: int | None = None
 
 
 def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_age_days: int, environ: Mapping[str, str] | None = None) -> PreparedProbe:
@@ -129,33 +143,43 @@ def prepare_probe(*, engine: Engine, data: ProbeCreate, actor: str, terms_max_ag
         model, endpoint = require_serving_endpoint(session=session, model=data.model, endpoint=data.endpoint)
         if endpoint.augmented:
             raise _refuse_augmented(endpoint, actor)
+        asked = require_reference(session, data)
+        test = choose_test(data.test, endpoint, asked)
+        reference = asked if test is ProbeTest.REFERENCE_LOGPROB else None
+        if reference is not None and reference.endpoint.id == endpoint.id:
+            raise ProblemError(422, "Test not available", "the reference endpoint is the probed endpoint: a reference is another model's endpoint", reason=REASON)
+        if reference is not None and reference.endpoint.augmented:
+            raise _refuse_augmented(reference.endpoint, actor)
         key = key_source(data, endpoint.name, environ)
         cutoff = require_cutoff(model)
-        target = _target(session, data, endpoint, cutoff=cutoff, actor=actor, terms_max_age_days=terms_max_age_days)
-        plan = _plan(target.items, data, target.dataset, target.split, cutoff)
-        probe_id = _record_probe(session, data, target, plan, model=model, endpoint=endpoint, actor=actor, api_key_from=key.api_key_from)
+        target = _target(session, data, [endpoint] + ([reference.endpoint] if reference else []), cutoff=cutoff, actor=actor, terms_max_age_days=terms_max_age_days)
+        plan = _plan(target.items, data, target.dataset, target.split, cutoff, test)
+        probe_id = _record_probe(session, data, target, plan, model=model, endpoint=endpoint, reference=reference, test=test, actor=actor, api_key_from=key.api_key_from)
+        prepared_reference = _prepared_reference(data, reference, environ)
     return PreparedProbe(
         probe_id=probe_id,
         plan=plan,
-        endpoint=_probe_endpoint(data, endpoint, model, key.api_key),
+        endpoint=_probe_endpoint(data, endpoint, data.remote_model or model.name, key.api_key),
         model=model.name,
         cutoff=cutoff,
         data=data,
         api_key_from=key.api_key_from,
         key_variable=key.variable,
+        test=test,
+        endpoint_name=endpoint.name,
+        logprobs=LogprobSupport(endpoint.logprobs),
+        reference=prepared_reference,
     )
 
 
-def key_source(data: ProbeCreate, endpoint: str, environ: Mapping[str, str]) -> KeySource:
-    """The request's key when it brings one, else that of the endpoint's variable (`key_variable`)
-    in `environ`, else none."""
-    variable = key_variable(endpoint)
-    env_key = environ.get(variable)
-    if data.api_key:
-        return KeySource(variable, data.api_key, "request")
-    if env_key:
-        return KeySource(variable, SecretStr(env_key), "environment")
-    return KeySource(variable, None, "none")
+def _prepared_reference(data: ProbeCreate, reference: ReferenceEndpoint | None, environ: Mapping[str, str]) -> PreparedReference | None:
+    """Where the reference test's requests go, with the reference's key (`reference_api_key`, else
+    its endpoint's variable)."""
+    if reference is None:
+        return None
+    key = key_source(data, reference.endpoint.name, environ, given=data.reference_api_key)
+    endpoint = _probe_endpoint(data, reference.endpoint, reference.model.name, key.api_key)
+    return PreparedReference(endpoint=endpoint, name=reference.endpoint.name, model=reference.model.name, logprobs=LogprobSupport(reference.endpoint.logprobs))
 
 
 def _refuse_augmented(endpoint: Endpoint, actor: str) -> AuditedRefusal:
@@ -176,10 +200,11 @@ def _refuse_augmented(endpoint: Endpoint, actor: str) -> AuditedRefusal:
     return AuditedRefusal(event, problem)
 
 
-def _target(session: Session, data: ProbeCreate, endpoint: Endpoint, *, cutoff: date, actor: str, terms_max_age_days: int) -> ProbeTarget:
+def _target(session: Session, data: ProbeCreate, endpoints: Sequence[Endpoint], *, cutoff: date, actor: str, terms_max_age_days: int) -> ProbeTarget:
     """The eval's release or the corpus the request names, with the items to probe (sampled
-    around `cutoff`, at most `data.limit`). For an eval, the endpoint's terms pass the gate first
-    unless the request allows exposure (`_gate_terms`)."""
+    around `cutoff`, at most `data.limit`). For an eval, the terms of every endpoint the items go
+    to (the probed one, and a reference test's reference) pass the gate first unless the request
+    allows exposure (`_gate_terms`)."""
     if data.eval is None:
         assert data.corpus is not None
         corpus = require_corpus(session=session, name=data.corpus)
@@ -188,7 +213,8 @@ def _target(session: Session, data: ProbeCreate, endpoint: Endpoint, *, cutoff: 
     evaluation = require_eval(session=session, name=data.eval)
     release = resolve_release(session=session, evaluation=evaluation, ref=str(data.release))
     if not data.allow_exposure:
-        _gate_terms(evaluation, endpoint, actor=actor, terms_max_age_days=terms_max_age_days)
+        for endpoint in endpoints:
+            _gate_terms(evaluation, endpoint, actor=actor, terms_max_age_days=terms_max_age_days)
     rows, items = eval_probe_items(session=session, release=release, cutoff=cutoff, limit=data.limit)
     return ProbeTarget(items, data.dataset_name or evaluation.name, data.split_name or Split.DEV.value, evaluation=evaluation, release=release, release_rows=rows)
 
@@ -214,13 +240,21 @@ def _gate_terms(evaluation: Eval, endpoint: Endpoint, *, actor: str, terms_max_a
     raise AuditedRefusal(event, problem)
 
 
-def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, cutoff: date) -> ProbePlan:
-    """Cut the items and build their prompts (`plan_probes`: SealedItemRefused, 409, should a
-    sealed item be among them); 422 when either side of the cutoff has too few items to compare."""
-    plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
+def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, cutoff: date, test: ProbeTest) -> ProbePlan | MembershipPlan:
+    """For the completion test, cut the items and build their prompts (`plan_probes`); for the
+    log-probability tests, the texts to score (`plan_membership`). Either raises SealedItemRefused
+    (409) should a sealed item be among them; 422 when either side of the cutoff has too few items
+    to compare."""
+    plan: ProbePlan | MembershipPlan
+    if test is ProbeTest.COMPLETION:
+        plan = plan_probes(items, dataset=dataset, split=split, policy=data.cut_policy)
+        sent, not_cut = [prompt.item_id for prompt in plan.prompts], len(plan.not_cut)
+    else:
+        plan = plan_membership(items, dataset=dataset, split=split)
+        sent, not_cut = list(plan.texts), 0
     instant = cutoff_instant(cutoff)
-    before = sum(1 for prompt in plan.prompts if plan.items[prompt.item_id].occurred_at < instant)
-    after = len(plan.prompts) - before
+    before = sum(1 for item_id in sent if plan.items[item_id].occurred_at < instant)
+    after = len(sent) - before
     if before < MIN_PRE_CUTOFF_ITEMS or after < MIN_CONTROL_ITEMS:
         raise ProblemError(
             422,
@@ -229,31 +263,50 @@ def _plan(items: list[ProbeItem], data: ProbeCreate, dataset: str, split: str, c
             f"the probe compares the two and needs at least {MIN_PRE_CUTOFF_ITEMS} before and {MIN_CONTROL_ITEMS} after ({MIN_BAND} or more each to be useful); nothing was sent",
             before=before,
             after=after,
-            not_cut=len(plan.not_cut),
+            not_cut=not_cut,
             reason="too_few_items",
         )
     return plan
 
 
-def _ledger(session: Session, target: ProbeTarget, plan: ProbePlan, *, model: Model, endpoint: Endpoint, actor: str) -> Ledgered:
+def _ledger(
+    session: Session, target: ProbeTarget, plan: ProbePlan | MembershipPlan, *, model: Model, endpoint: Endpoint, reference: ReferenceEndpoint | None, actor: str
+) -> Ledgered:
     """Record the items the plan sends: for an eval, as a dev run in the exposure ledger
-    (`curation.runs.ledger.record_run`: marked exposed when the endpoint may train on inputs)."""
-    sent = {prompt.item_id for prompt in plan.prompts}
+    (`curation.runs.ledger.record_run`: marked exposed when the endpoint may train on inputs), and
+    as a dev run of the reference model through its endpoint when a reference test sends them there too."""
+    sent = {prompt.item_id for prompt in plan.prompts} if isinstance(plan, ProbePlan) else set(plan.texts)
     if target.evaluation is None or target.release is None:
         return Ledgered(None, [item.id for item in target.corpus_rows if item.external_id in sent and item.id is not None])
     chosen = [row for row in target.release_rows if str(row.item_id) in sent]
-    run = record_run(session, evaluation=target.evaluation, release=target.release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor, now=utcnow())
-    return Ledgered(run.id, [row.item_id for row in chosen])
+    now = utcnow()
+    run = record_run(session, evaluation=target.evaluation, release=target.release, model=model, endpoint=endpoint, split=Split.DEV, items=chosen, actor=actor, now=now)
+    reference_run = None
+    if reference is not None:
+        reference_run = record_run(
+            session, evaluation=target.evaluation, release=target.release, model=reference.model, endpoint=reference.endpoint, split=Split.DEV, items=chosen, actor=actor, now=now
+        )
+    return Ledgered(run.id, [row.item_id for row in chosen], reference_run.id if reference_run is not None else None)
 
 
 def _record_probe(
-    session: Session, data: ProbeCreate, target: ProbeTarget, plan: ProbePlan, *, model: Model, endpoint: Endpoint, actor: str, api_key_from: ApiKeyFrom
+    session: Session,
+    data: ProbeCreate,
+    target: ProbeTarget,
+    plan: ProbePlan | MembershipPlan,
+    *,
+    model: Model,
+    endpoint: Endpoint,
+    reference: ReferenceEndpoint | None,
+    test: ProbeTest,
+    actor: str,
+    api_key_from: ApiKeyFrom,
 ) -> int:
     """Write the probe `queued`, its items ledgered first (`_ledger`), and audit its start, in the
     caller's unit of work; returns its id."""
-    ledgered = _ledger(session, target, plan, model=model, endpoint=endpoint, actor=actor)
+    ledgered = _ledger(session, target, plan, model=model, endpoint=endpoint, reference=reference, actor=actor)
     assert model.id is not None and endpoint.id is not None
-    settings = data.model_dump(mode="json", exclude={"api_key", "eval", "corpus", "model", "endpoint", "release"})
+    settings = data.model_dump(mode="json", exclude={"api_key", "reference_api_key", "eval", "corpus", "model", "endpoint", "release", "reference_endpoint", "reference_model"})
     probe = Probe(
         eval_id=target.evaluation.id if target.evaluation else None,
         release_id=target.release.id if target.release else None,
@@ -261,11 +314,15 @@ def _record_probe(
         model_id=model.id,
         endpoint_id=endpoint.id,
         run_id=ledgered.run_id,
+        test=test.value,
+        reference_model_id=reference.model.id if reference is not None else None,
+        reference_endpoint_id=reference.endpoint.id if reference is not None else None,
+        reference_run_id=ledgered.reference_run_id,
         dataset=target.dataset,
         split=target.split,
         settings={**settings, "api_key_from": api_key_from},
         item_ids=ledgered.item_ids,
-        total=len(plan.prompts),
+        total=len(plan.prompts) if isinstance(plan, ProbePlan) else len(plan.texts) * (2 if reference is not None else 1),
         actor=actor,
         heartbeat_at=utcnow(),
     )
@@ -273,17 +330,19 @@ def _record_probe(
     session.flush()
     assert probe.id is not None
     where = {"eval": target.evaluation.name, "release": target.release.number} if target.evaluation and target.release else {"corpus": data.corpus}
-    details = {**where, "endpoint": endpoint.name, "run_id": ledgered.run_id}
+    details = {**where, "endpoint": endpoint.name, "run_id": ledgered.run_id, "test": test.value}
+    if reference is not None:
+        details |= {"reference_endpoint": reference.endpoint.name, "reference_run_id": ledgered.reference_run_id}
     session.add(AuditEvent(actor=actor, action=AuditAction.PROBE_START, object_type="probe", object_id=str(probe.id), count=len(ledgered.item_ids), details=details))
     return probe.id
 
 
-def _probe_endpoint(data: ProbeCreate, endpoint: Endpoint, model: Model, api_key: SecretStr | None) -> ProbeEndpoint:
-    """Where and how the probe's requests go: the endpoint's URL, the model name it serves
-    (`remote_model` when the request names one), the key, and the request's limits."""
+def _probe_endpoint(data: ProbeCreate, endpoint: Endpoint, remote_model: str, api_key: SecretStr | None) -> ProbeEndpoint:
+    """Where and how the probe's requests go: the endpoint's URL, the model name it expects
+    (`remote_model`), the key, and the request's limits."""
     return ProbeEndpoint(
         base_url=endpoint.base_url,
-        model=data.remote_model or model.name,
+        model=remote_model,
         api_key=api_key,
         concurrency=data.concurrency,
         timeout_seconds=data.timeout_seconds,
@@ -309,14 +368,17 @@ def probe_read(session: Session, probe: Probe, *, now: datetime | None = None) -
     }
     model, endpoint = session.get(Model, probe.model_id), session.get(Endpoint, probe.endpoint_id)
     assert model is not None and endpoint is not None
-    run = session.get(Run, probe.run_id) if probe.run_id else None
+    reference_model = session.get(Model, probe.reference_model_id) if probe.reference_model_id else None
+    reference_endpoint = session.get(Endpoint, probe.reference_endpoint_id) if probe.reference_endpoint_id else None
+    names |= {"reference_model": reference_model.name if reference_model else None, "reference_endpoint": reference_endpoint.name if reference_endpoint else None}
+    runs = [run for run_id in (probe.run_id, probe.reference_run_id) if run_id and (run := session.get(Run, run_id)) is not None]
     status, error = ProbeStatus(probe.status), probe.error
     beat = probe.heartbeat_at or probe.created_at
     if status in (ProbeStatus.QUEUED, ProbeStatus.RUNNING) and (now or utcnow()) - beat > STALE_AFTER:
         status, error = ProbeStatus.FAILED, f"no progress since {beat:%Y-%m-%d %H:%M} UTC: the process running it stopped; start the probe again"
     report = ProbeReport.model_validate(probe.report) if probe.report is not None and status is ProbeStatus.DONE else None
     return read_model(
-        ProbeRead, probe, **names, model=model.name, endpoint=endpoint.name, status=status, error=error, exposes_items=bool(run and run.exposes_items), report=report
+        ProbeRead, probe, **names, model=model.name, endpoint=endpoint.name, status=status, error=error, exposes_items=any(run.exposes_items for run in runs), report=report
     )
 
 

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from schemas.common import MAX_ROW_ID
 from schemas.evidence import TemporalSplitReport
-from schemas.probe_tests import ProbeMetric
+from schemas.probe_tests import ProbeMetric, ProbeTestChoice
 from schemas.probes import ProbeCreate, ProbeStatus
 from schemas.source import Source, SourceKind
 from schemas.token import Scope
@@ -38,8 +38,10 @@ router = ui_router()
 ChartFormat = Literal["svg", "png"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
 PROBES_SHOWN = 50
-PROBE_FIELDS = ("eval", "release", "corpus", "model", "endpoint", "limit", "primary_metric", "remote_model", "concurrency", "timeout_seconds", "max_attempts")
-PROBE_DEFAULTS = {"release": "latest", "primary_metric": ProbeMetric.LEVENSHTEIN.value, "concurrency": "4", "timeout_seconds": "60", "max_attempts": "4"}
+PROBE_FIELDS = (
+    "eval", "release", "corpus", "model", "endpoint", "limit", "primary_metric", "remote_model", "concurrency", "timeout_seconds", "max_attempts", "test", "reference_endpoint",
+)  # fmt: skip
+PROBE_DEFAULTS = {"release": "latest", "primary_metric": "", "test": ProbeTestChoice.AUTO.value, "concurrency": "4", "timeout_seconds": "60", "max_attempts": "4"}
 
 
 def _chart(image: bytes, image_format: str, filename: str) -> Response:
@@ -61,6 +63,7 @@ def _choices(session: Session) -> dict[str, Any]:
         "eval_names": [evaluation.name for evaluation in list_evals(session=session)],
         "corpus_names": list(corpora),
         "metrics": [metric.value for metric in ProbeMetric],
+        "tests": [choice.value for choice in ProbeTestChoice],
     }
 
 
@@ -153,6 +156,8 @@ def start_probe(
     endpoint: Annotated[str, Form(max_length=128)] = "",
     limit: Annotated[str, Form(max_length=16)] = "",
     primary_metric: Annotated[str, Form(max_length=32)] = "",
+    test: Annotated[str, Form(max_length=32)] = "",
+    reference_endpoint: Annotated[str, Form(max_length=128)] = "",
     remote_model: Annotated[str, Form(max_length=255)] = "",
     concurrency: Annotated[str, Form(max_length=16)] = "",
     timeout_seconds: Annotated[str, Form(max_length=16)] = "",
@@ -161,7 +166,8 @@ def start_probe(
     api_key: Annotated[str, Form(max_length=512)] = "",
 ) -> HTMLResponse | RedirectResponse:
     who = need(request, Scope.ADMIN, "Starting a probe")
-    typed = dict(zip(PROBE_FIELDS, (eval, release, corpus, model, endpoint, limit, primary_metric, remote_model, concurrency, timeout_seconds, max_attempts), strict=True))
+    given = (eval, release, corpus, model, endpoint, limit, primary_metric, remote_model, concurrency, timeout_seconds, max_attempts, test, reference_endpoint)
+    typed = dict(zip(PROBE_FIELDS, given, strict=True))
     errors: dict[str, str] = {}
     refused, status = "", 422
     try:
@@ -175,7 +181,8 @@ def start_probe(
         worker: ProbeWorker = request.app.state.probe_worker
         worker.submit(prepared)
         target = f"eval {data.eval}" if data.eval is not None else f"corpus {data.corpus}"
-        return done(f"/ui/evidence#probe-{prepared.probe_id}", f"Probe {prepared.probe_id} started: {len(prepared.plan.prompts)} items of {target} go to {data.endpoint}.")
+        started = f"Probe {prepared.probe_id} started, {prepared.test.value} test: {prepared.requests} requests for {target} go to {data.endpoint}."
+        return done(f"/ui/evidence#probe-{prepared.probe_id}", started)
     with Session(request.app.state.engine) as session:
         context = evidence_context(session)
     # The typed values come back, except the API key: it is never written into a page.

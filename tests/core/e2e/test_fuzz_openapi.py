@@ -74,7 +74,7 @@ SCHEMA_FREE_REASONS = frozenset(
         "unknown_source", "reference_source", "source_not_in_eval", "not_a_corpus", "not_in_run", "unknown_item",
         "endpoint_model_mismatch", "no_cutoff", "too_few_items", "future_period", "invalid_cursor", "invalid_schedule",
         "invalid_mapping", "invalid_connector", "conflicting_filters", "eval_or_corpus", "not_on_scale", "two_evals", "sealed_run", "invalid_team",
-        "same_item", "no_change", "repeated_items", "duplicate", "conflict", "idempotency_conflict", "nul_character",
+        "same_item", "no_change", "repeated_items", "duplicate", "conflict", "idempotency_conflict", "nul_character", "test_not_available",
     }
 )  # fmt: skip
 """The conditions for which schema-valid input may be refused with 422 (see the module's docstring)."""

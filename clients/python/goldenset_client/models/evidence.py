@@ -88,6 +88,8 @@ class Interval(_Response):
 
 
 ProbeMetric = Literal["levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap"]
+ProbeTest = Literal["completion", "logprob", "reference_logprob"]
+ProbeTestChoice = Literal["auto", "completion", "logprob", "reference_logprob"]
 
 
 class MetricComparison(_Response):
@@ -118,7 +120,9 @@ class MonthlyPoint(_Response):
 
 class ProbeCreate(_Request):
     """`POST /v1/probes`: probe `model` through `endpoint` on an eval's dev items (`eval`, with
-    `release`) or on a registered public corpus (`corpus`); exactly one of the two."""
+    `release`) or on a registered public corpus (`corpus`); exactly one of the two. `test` picks
+    the test (`auto`: the strongest the endpoints allow); `reference_endpoint` is the reference
+    test's."""
 
     eval: str | None = None
     release: int | str = "latest"
@@ -128,7 +132,11 @@ class ProbeCreate(_Request):
     limit: int | None = None
     cut_policy: CutPolicy = Field(default_factory=CutPolicy)
     alpha: float = 0.05
-    primary_metric: ProbeMetric = "levenshtein"
+    test: ProbeTestChoice = "auto"
+    reference_endpoint: str | None = None
+    reference_model: str | None = None
+    reference_api_key: str | None = None
+    primary_metric: ProbeMetric | None = None
     allow_exposure: bool = False
     dataset_name: str | None = None
     split_name: str | None = None
@@ -157,17 +165,22 @@ class ProbeItemResult(_Response):
 
 
 class ProbeReport(_Response):
-    """A completion probe of one model on one dataset: per-item results and, per metric, the comparison
-    of pre-cutoff items with the control band (items dated on or after the cutoff).
-    `primary_metric` is the one the summary speaks of."""
+    """A probe of one model on one dataset: per-item results and, per metric, the comparison of
+    pre-cutoff items with the control band (items dated on or after the cutoff). `test` is the test
+    that ran and `test_sees` what it can and cannot see; `primary_metric` is the one the summary
+    speaks of."""
 
     kind: str = "completion_probe"
+    test: ProbeTest = "completion"
+    test_sees: str = ""
     model: str
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
     dataset: str
     split: str
     cutoff: date
     alpha: float
-    cut_policy: CutPolicy
+    cut_policy: CutPolicy | None = None
     n_pre_cutoff: int
     n_control: int
     n_failed: int
@@ -197,6 +210,10 @@ class ProbeRead(_Response):
     model: str
     endpoint: str
     run_id: int | None
+    test: ProbeTest
+    reference_model: str | None = None
+    reference_endpoint: str | None = None
+    reference_run_id: int | None = None
     dataset: str
     split: str
     total: int
