@@ -1,0 +1,160 @@
+"""Detection and false-positive rates of each test over repeated draws, through the probe report's
+length-matched Mann–Whitney test (`curation.evidence.probe_report.length_matched_mann_whitney`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.tinylm.corpus import GROUPS, Design, KevItem
+from curation.evidence.clean_band import near_any
+from curation.evidence.probe_report import length_matched_mann_whitney
+from curation.intervals import wilson_interval
+
+ALPHA = 0.05
+MAX_FALSE_POSITIVES = 0.06
+MIN_POWER = 0.80
+TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap")
+"""`levenshtein` is the completion probe (greedy text over chat completions); the rest read
+log-probabilities (`curation.evidence.membership`); `reference_gap` is the reference model R's
+loss per byte minus the target's on the same item."""
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    """One test on one model: `band` against the control band. `rate` is the share of `draws`
+    draws with a length-matched p-value below alpha; `full_p` the same test on the whole bands."""
+
+    test: str
+    model: str
+    band: str
+    rate: float
+    low: float
+    high: float
+    full_p: float
+    pool: int
+    control_pool: int
+
+
+def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
+    """(score, length) of one item under one test, higher meaning more like a member; None when
+    the item has no score (a failed probe)."""
+    if test == "levenshtein":
+        if item.item_id not in probed[model]["scores"]:
+            return None
+        return probed[model]["scores"][item.item_id]["levenshtein"], probed[model]["lengths"][item.item_id]
+    if item.item_id not in scored[model]["scores"]:
+        return None
+    return scored[model]["scores"][item.item_id][test], scored[model]["lengths"][item.item_id]
+
+
+def one_per_cluster(members: list[KevItem]) -> list[KevItem]:
+    """The band with one item (the oldest) per cluster of near duplicates within it, clusters being
+    joined by each item's nearest near copy in the band (`curation.evidence.clean_band.near_any`).
+    Near copies in one band move together in every draw, so the test, which takes items as
+    independent, would count one text several times."""
+    near = near_any([item.dated() for item in members], [item.dated() for item in members])
+    parent = {item.item_id: item.item_id for item in members}
+
+    def root(item_id: str) -> str:
+        while parent[item_id] != item_id:
+            parent[item_id] = parent[parent[item_id]]
+            item_id = parent[item_id]
+        return item_id
+
+    for link in near.values():
+        parent[root(link.item_id)] = root(link.other)
+    kept: dict[str, KevItem] = {}
+    for item in sorted(members, key=lambda item: (item.occurred_at, item.item_id)):
+        kept.setdefault(root(item.item_id), item)
+    return [item for item in members if kept.get(root(item.item_id)) is item]
+
+
+def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
+    """(model, band, items) compared with the control band: each exposure group and the unexposed
+    items on C; on N, the unexposed items and all exposure groups together (N saw none of them)."""
+    rows = [("C", f"{count}x", plan.groups[count]) for count in GROUPS]
+    rows.append(("C", "unexposed", plan.unexposed))
+    rows.append(("N", "unexposed", plan.unexposed))
+    rows.append(("N", "all groups", plan.exposed()))
+    return rows
+
+
+def collapsed(plan: Design) -> Design:
+    """The plan with one item per near-duplicate cluster within the unexposed and control bands
+    (the exposure groups hold no near copies of each other by construction)."""
+    return Design(cutoff=plan.cutoff, groups=plan.groups, unexposed=one_per_cluster(plan.unexposed), control=one_per_cluster(plan.control), twins=plan.twins)
+
+
+def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
+    """For every test and comparison, `draws` times: `n` items of the band and `n` control items,
+    each drawn without replacement (the whole band where it holds fewer), through the
+    length-matched test."""
+    rows = []
+    for test in TESTS:
+        for model, band, members in comparisons(plan):
+            pre = [value for item in members if (value := values(test, model, probed, scored, item)) is not None]
+            control = [value for item in plan.control if (value := values(test, model, probed, scored, item)) is not None]
+            pre_values, pre_lengths = np.array([v for v, _ in pre]), np.array([length for _, length in pre], dtype=np.int64)
+            control_values, control_lengths = np.array([v for v, _ in control]), np.array([length for _, length in control], dtype=np.int64)
+            full = length_matched_mann_whitney(pre_values, control_values, pre_lengths=pre_lengths, control_lengths=control_lengths)
+            hits = 0
+            for _ in range(draws):
+                a = rng.choice(len(pre), size=min(n, len(pre)), replace=False)
+                b = rng.choice(len(control), size=min(n, len(control)), replace=False)
+                p = length_matched_mann_whitney(pre_values[a], control_values[b], pre_lengths=pre_lengths[a], control_lengths=control_lengths[b])
+                hits += p < ALPHA
+            low, high = wilson_interval(hits, draws)
+            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre), control_pool=len(control)))
+    return rows
+
+
+def print_table(
+    rows: list[PowerRow], shares: dict[str, dict[str, dict[str, float]]], runs: dict[str, dict[str, Any]], probed: dict[str, Any], scored: dict[str, Any], *, n: int, draws: int
+) -> bool:
+    """The figures as tables, with PASS/FAIL lines; True when every requirement holds."""
+    for name, run in runs.items():
+        size = f"{run['parameters'] / 1e6:.2f}M parameters, {run['tokens']:,} tokens, {run['steps']} steps"
+        print(f"model {name}: {size}, trained in {run['seconds']:.0f} s, final loss {run['final_loss']:.3f}")
+    print("\nverbatim share (greedy continuation of the first half reproduces >= half of the rest as one run; whole)")
+    bands = list(next(iter(shares.values())))
+    print("  model " + "".join(f"{band:>17}" for band in bands))
+    for name, by_band in shares.items():
+        print(f"  {name:<5} " + "".join(f"{by_band[band]['half']:>9.2f} ({by_band[band]['whole']:.2f})" for band in bands))
+    for name, probe in probed.items():
+        report = probe["report"]
+        verdict = f"flagged {report['flagged']}, length-matched p {report['length_matched_p']:.3g}, gap {report['median_gap']:+.3f}"
+        print(f"  probe report on {name}, all pre-cutoff items vs control: {verdict}")
+    for name, report in scored.items():
+        verdicts = ", ".join(f"{metric} {'flagged' if entry['flagged'] else 'not flagged'} (p {entry['length_matched_p']:.2g})" for metric, entry in report["report"].items())
+        print(f"  {report['test']} report on {name} (reference R), all pre-cutoff items vs control: {verdicts}")
+    return rate_table(rows, n=n, draws=draws, title="bands as drawn")
+
+
+def rate_table(rows: list[PowerRow], *, n: int, draws: int, title: str) -> bool:
+    """The rates as a table (tests by comparison) and the PASS/FAIL lines; True when all pass."""
+    columns = [(row.model, row.band) for row in rows if row.test == TESTS[0]]
+    print(f"\n{title}: share of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney)")
+    print("C: detection (C unexposed: spill-over onto items C did not see), N: false positives")
+    print(f"  {'band / control':<16}" + "".join(f"{f'{row.pool} / {row.control_pool}':>15}" for row in rows if row.test == TESTS[0]))
+    print(f"  {'test':<16}" + "".join(f"{model + ' ' + band:>15}" for model, band in columns))
+    by = {(row.test, row.model, row.band): row for row in rows}
+    for test in TESTS:
+        print(f"  {test:<16}" + "".join(f"{by[(test, model, band)].rate:>15.3f}" for model, band in columns))
+    ok = True
+    print()
+    for test in TESTS:
+        false = max(by[(test, "N", band)].rate for band in ("unexposed", "all groups"))
+        passed = false <= MAX_FALSE_POSITIVES
+        ok &= passed
+        line = f"  {test:<16} false positives on N {false:.3f} <= {MAX_FALSE_POSITIVES}: {'PASS' if passed else 'FAIL'}"
+        if test != "levenshtein":
+            power = by[(test, "C", "10x")].rate
+            probe_power = by[("levenshtein", "C", "10x")].rate
+            strong = power >= MIN_POWER and probe_power < MIN_POWER
+            ok &= strong
+            line += f"; 10x power {power:.3f} >= {MIN_POWER} where the probe's is {probe_power:.3f}: {'PASS' if strong else 'FAIL'}"
+        print(line)
+    return ok

@@ -1,0 +1,48 @@
+"""The log-probability tests as the product runs them, against the served models: each item's
+whole text scored through `/v1/completions` echo (`curation.evidence.logprob_runner`), membership
+scores and the report (`curation.evidence.membership`, `curation.evidence.membership_report`),
+with R, a model trained on background only, as the reference of the reference-calibrated test."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from bench.tinylm.corpus import Design
+from curation.evidence.logprob_runner import plan_membership, score_texts_sync
+from curation.evidence.membership_report import membership_report
+from schemas.evidence import ProbeEndpoint
+from schemas.model_registry import LogprobSupport
+
+REFERENCE = "R"
+
+
+def logprob_reports(client: httpx.Client, base_url: str, plan: Design, *, targets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Per target: each item's membership scores (`scores`, item id → metric → value, higher
+    meaning more like a seen text), its scored length (`lengths`) and the report's verdict per
+    metric on all pre-cutoff items against the control band."""
+    items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
+    membership = plan_membership(items, dataset="CISA KEV", split="catalog")
+    answers = {}
+    for name in (*targets, REFERENCE):
+        endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
+        answers[name] = score_texts_sync(client, membership, endpoint, via=LogprobSupport.COMPLETIONS_ECHO, endpoint_name=f"bench-{name}", clock=time.time)
+    out = {}
+    for name in targets:
+        report = membership_report(
+            membership, answers[name], cutoff=plan.cutoff, model=name, reference=answers[REFERENCE], reference_model=REFERENCE, reference_endpoint=f"bench-{REFERENCE}"
+        )
+        out[name] = {
+            "scores": {entry.item_id: {metric.value: value for metric, value in entry.similarity.items()} for entry in report.items},
+            "lengths": {entry.item_id: entry.remainder_chars for entry in report.items},
+            "report": {
+                metric.metric.value: {"flagged": metric.flagged, "length_matched_p": metric.length_matched_p_value, "median_gap": metric.median_gap}
+                for metric in report.metrics
+            },
+            "test": report.test.value,
+            "summary": report.summary,
+            "failed": report.n_failed,
+        }
+    return out
