@@ -1,5 +1,5 @@
 """Detection and false-positive rates of each test over repeated draws, through the probe report's
-length-matched Mann–Whitney test (`curation.evidence.probe_report.length_matched_mann_whitney`)."""
+length-matched Mann–Whitney test (`curation.evidence.length_strata.length_matched_mann_whitney`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from bench.tinylm.corpus import GROUPS, Design, KevItem
 from curation.evidence.clean_band import near_any
-from curation.evidence.probe_report import length_matched_mann_whitney
+from curation.evidence.length_strata import length_matched_mann_whitney
 from curation.intervals import wilson_interval
 
 ALPHA = 0.05
