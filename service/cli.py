@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("service.core.audit_cli", "The audit trail: who did what, newest first."),
     "report": ("service.evidence.cli", "Contamination evidence reports, and score changes split into the set and the model."),
     "scale": ("service.evals.scale_cli", "The common scale of an eval's releases: refit it now, show it."),
-    "probe": ("service.evidence.cli", "Probe a model for memorised items, with the strongest test the endpoint allows (or --test): compare pre-cutoff items with the control band."),
+    "probe": ("service.evidence.cli", "Probe a model for memorised items with the strongest test its endpoint allows (or --test), against the control band."),
     "canary": ("service.evidence.canary_cli", "Find leaked evals: canary strings and copies of released items in text dumps."),
 }
 """Every command: name → (the module whose `register` adds it, its line in `goldenset --help`)."""

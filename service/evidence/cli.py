@@ -197,7 +197,7 @@ def probe_command(
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write the chart here (.svg or .png).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead.")] = False,
 ) -> None:
-    """Probe a model for memorised items, with the strongest test the endpoint allows (or --test): compare pre-cutoff items with the control band."""
+    """Probe a model for memorised items with the strongest test its endpoint allows (or --test), against the control band."""
     image_format = chart_format(chart) if chart is not None else None
     api_key: SecretStr | None = None
     if api_key_env is not None:
