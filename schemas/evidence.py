@@ -334,7 +334,9 @@ class MetricComparison(BaseModel):
     one-sided Mann–Whitney U p-value for "pre-cutoff items are not more similar";
     `length_matched_p_value` the same test within strata of similar remainder length (similarity
     moves with length, and older items are often shorter or longer). `flagged` where
-    `length_matched_p_value < alpha`.
+    `length_matched_p_value < alpha`; for the reference test's `reference_gap`, only where the
+    model's own primary metric is flagged too (an intersection-union test; otherwise the report
+    warns `reference_unconfirmed`).
     """
 
     metric: ProbeMetric

@@ -16,10 +16,14 @@ from curation.intervals import wilson_interval
 ALPHA = 0.05
 MAX_FALSE_POSITIVES = 0.06
 MIN_POWER = 0.80
-TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap")
+TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap", "reference_test")
 """`levenshtein` is the completion probe (greedy text over chat completions); the rest read
 log-probabilities (`curation.evidence.membership`); `reference_gap` is the reference model R's
-loss per byte minus the target's on the same item."""
+loss per byte minus the target's on the same item; `reference_test` is the reference test's
+decision, the gap confirmed by the target's own Min-K%++ on the same draw (`JOINT`)."""
+JOINT = {"reference_test": ("reference_gap", "min_k_plus_plus")}
+"""Tests that flag only where every one of their metrics does (an intersection-union test: its
+p-value is the largest of theirs), as `curation.evidence.probe_report.confirmed` decides."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,14 @@ class PowerRow:
     full_p: float
     pool: int
     control_pool: int
+
+
+def joint_values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[tuple[float, ...], int] | None:
+    """(scores, length) of one item under each metric of `test` (`JOINT`, else the test alone)."""
+    found = [values(part, model, probed, scored, item) for part in JOINT.get(test, (test,))]
+    if any(value is None for value in found):
+        return None
+    return tuple(value[0] for value in found if value is not None), next(value[1] for value in found if value is not None)
 
 
 def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
@@ -88,24 +100,35 @@ def collapsed(plan: Design) -> Design:
     return Design(cutoff=plan.cutoff, groups=plan.groups, unexposed=one_per_cluster(plan.unexposed), control=one_per_cluster(plan.control), twins=plan.twins)
 
 
+def joint_p(sides: tuple[Any, Any, Any, Any], a: Any, b: Any) -> float:
+    """The length-matched p-value of band rows `a` against control rows `b`: the largest over the
+    test's metrics (the columns of the value arrays in `sides`: band values, band lengths, control
+    values, control lengths)."""
+    pre_values, pre_lengths, control_values, control_lengths = sides
+    return max(
+        length_matched_mann_whitney(pre_values[a, part], control_values[b, part], pre_lengths=pre_lengths[a], control_lengths=control_lengths[b])
+        for part in range(pre_values.shape[1])
+    )
+
+
 def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
     """For every test and comparison, `draws` times: `n` items of the band and `n` control items,
     each drawn without replacement (the whole band where it holds fewer), through the
-    length-matched test."""
+    length-matched test (a joint test: the largest p-value of its metrics on the same draw)."""
     rows = []
     for test in TESTS:
         for model, band, members in comparisons(plan):
-            pre = [value for item in members if (value := values(test, model, probed, scored, item)) is not None]
-            control = [value for item in plan.control if (value := values(test, model, probed, scored, item)) is not None]
+            pre = [value for item in members if (value := joint_values(test, model, probed, scored, item)) is not None]
+            control = [value for item in plan.control if (value := joint_values(test, model, probed, scored, item)) is not None]
             pre_values, pre_lengths = np.array([v for v, _ in pre]), np.array([length for _, length in pre], dtype=np.int64)
             control_values, control_lengths = np.array([v for v, _ in control]), np.array([length for _, length in control], dtype=np.int64)
-            full = length_matched_mann_whitney(pre_values, control_values, pre_lengths=pre_lengths, control_lengths=control_lengths)
+            sides = (pre_values, pre_lengths, control_values, control_lengths)
+            full = joint_p(sides, np.arange(len(pre)), np.arange(len(control)))
             hits = 0
             for _ in range(draws):
                 a = rng.choice(len(pre), size=min(n, len(pre)), replace=False)
                 b = rng.choice(len(control), size=min(n, len(control)), replace=False)
-                p = length_matched_mann_whitney(pre_values[a], control_values[b], pre_lengths=pre_lengths[a], control_lengths=control_lengths[b])
-                hits += p < ALPHA
+                hits += joint_p(sides, a, b) < ALPHA
             low, high = wilson_interval(hits, draws)
             rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre), control_pool=len(control)))
     return rows

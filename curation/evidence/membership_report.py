@@ -70,7 +70,10 @@ def membership_report(
     primary = primary_metric or primary_metric_for(test, has_top_logprobs=ProbeMetric.MIN_K_PLUS_PLUS in metrics)
     if primary not in metrics:
         raise ValueError(f"the {test.value} test here compares {', '.join(metric.value for metric in metrics)}; {primary.value} is not among them")
+    # The reference gap flags only where the target's own test flags too (`confirmed`).
+    own = primary_metric_for(ProbeTest.LOGPROB, has_top_logprobs=ProbeMetric.MIN_K_PLUS_PLUS in metrics)
     setting = TestSetting(
-        test=test, metrics=metrics, primary_metric=primary, reference_model=reference_model, reference_endpoint=reference_endpoint, near_pre_cutoff=plan.near_pre_cutoff
-    )
+        test=test, metrics=metrics, primary_metric=primary, reference_model=reference_model, reference_endpoint=reference_endpoint, near_pre_cutoff=plan.near_pre_cutoff,
+        confirmed_by=own if primary is ProbeMetric.REFERENCE_GAP else None,
+    )  # fmt: skip
     return compare_scored(scored, setting, dataset=plan.dataset, split=plan.split, sent=len(plan.texts), cutoff=cutoff, model=model, alpha=alpha, min_band=min_band)

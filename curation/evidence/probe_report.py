@@ -165,6 +165,9 @@ class TestSetting:
     reference_endpoint: str | None = None
     near_pre_cutoff: Mapping[str, NearTo] = field(default_factory=dict)
     """Items left out of the control band before sampling, as near copies of older items (counted)."""
+    confirmed_by: ProbeMetric | None = None
+    """A metric the primary one's flag needs beside it (`confirmed`): the reference test's gap
+    flags only where the target's own test flags too."""
 
 
 def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split: str, sent: int, cutoff: date, model: str, alpha: float, min_band: int = MIN_BAND) -> ProbeReport:
@@ -190,6 +193,9 @@ def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split:
     outcomes = {metric: compare_metric(metric, banded, alpha=alpha) for metric in setting.metrics}
     pre_chars, control_chars = float(np.median(banded.lengths["pre_cutoff"])), float(np.median(banded.lengths["control"]))
     warnings = _warnings(n_pre, n_control, scored.failed, sent, setting.not_cut, min_band)
+    if setting.confirmed_by is not None:
+        outcomes[setting.primary_metric], unconfirmed = confirmed(outcomes[setting.primary_metric], outcomes[setting.confirmed_by].comparison)
+        warnings.extend([unconfirmed] if unconfirmed is not None else [])
     if (drift := length_drift(banded, alpha=alpha)) is not None:
         warnings.append(drift)
     if (unclean := clean_band_warning(setting.near_pre_cutoff)) is not None:
@@ -222,6 +228,26 @@ def compare_scored(scored: Scored, setting: TestSetting, *, dataset: str, split:
             what=f"{probe_test_name(setting.test)} ({setting.primary_metric.value})", model=model, corpus=f"{dataset} ({split})", cutoff=cutoff, n_after=n_control
         ),
     )
+
+
+def confirmed(primary: MetricOutcome, own: MetricComparison) -> tuple[MetricOutcome, EvidenceWarning | None]:
+    """The primary outcome flagged only where `own` (the target's own test) flags too: an
+    intersection-union test, at level alpha whichever of the two nulls holds. A reference that
+    differs from the target on unseen text can move the gap between older and newer items by
+    itself; the target's own test cannot be fooled that way. The warning says when the gap alone
+    was below alpha."""
+    comparison = primary.comparison
+    if not comparison.flagged or own.flagged:
+        return primary, None
+    warning = EvidenceWarning(
+        code="reference_unconfirmed",
+        message=(
+            f"The {comparison.metric.value} comparison alone is below alpha (length-matched {p_text(comparison.length_matched_p_value)}), but the model's own "
+            f"{own.metric.value} is not ({p_text(own.length_matched_p_value)}): the reference may differ from the model on text neither has seen, so this is not "
+            "flagged. Probe again with a reference closer to the model (an older model of its family)."
+        ),
+    )
+    return MetricOutcome(comparison.model_copy(update={"flagged": False}), primary.threshold, primary.tails), warning
 
 
 def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion]) -> Scored:

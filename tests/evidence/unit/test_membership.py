@@ -31,6 +31,8 @@ from curation.evidence.membership import (
     tgi_generate_request,
     zlib_score,
 )
+from curation.evidence.probe_report import MetricOutcome, confirmed
+from schemas.evidence import MetricComparison
 from schemas.probe_tests import ProbeMetric
 
 TEXT = "The disk filled with rotated logs."
@@ -206,3 +208,23 @@ def test_the_reference_gap_is_per_byte_and_signed() -> None:
     assert membership_scores(target, reference)[ProbeMetric.REFERENCE_GAP] > 0
     with pytest.raises(ValueError, match="different texts"):
         reference_gap(target, TextLogprobs("another text", reference.tokens))
+
+
+def _comparison(metric: ProbeMetric, p: float) -> MetricComparison:
+    return MetricComparison(
+        metric=metric, pre_median=0.0, control_median=0.0, median_gap=0.0, control_p95=0.0, share_above_control_p95=0.0,
+        mann_whitney_u=0.0, p_value=p, length_matched_p_value=p, flagged=p < 0.05,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("gap_p", "own_p", "flagged", "warned"), [(0.001, 0.01, True, False), (0.001, 0.4, False, True), (0.3, 0.001, False, False), (0.3, 0.4, False, False)])
+def test_the_reference_gap_flags_only_where_the_models_own_test_does_too(gap_p: float, own_p: float, flagged: bool, warned: bool) -> None:
+    """An intersection-union test: a reference that differs from the model on unseen text can move
+    the gap by itself (21% false positives on the bench's clean model with one reference), the
+    model's own Min-K%++ cannot; together they flag 1.7%."""
+    gap = MetricOutcome(_comparison(ProbeMetric.REFERENCE_GAP, gap_p), threshold=0.0, tails={})
+    outcome, warning = confirmed(gap, _comparison(ProbeMetric.MIN_K_PLUS_PLUS, own_p))
+    assert outcome.comparison.flagged is flagged and outcome.comparison.length_matched_p_value == gap_p
+    assert (warning is not None) is warned
+    if warning is not None:
+        assert warning.code == "reference_unconfirmed" and "min_k_plus_plus is not (p = 0.400)" in warning.message
