@@ -45,7 +45,8 @@ _STYLE: dict[Any, Any] = {
 }
 
 
-def _render(figure: Figure, image_format: ImageFormat, dpi: int) -> bytes:
+def render(figure: Figure, image_format: ImageFormat, dpi: int) -> bytes:
+    """The figure as SVG or PNG bytes, the same for the same figure (no date or software stamp)."""
     if image_format not in ("svg", "png"):
         raise ValueError(f"image_format must be 'svg' or 'png' (got {image_format!r})")
     FigureCanvasAgg(figure)
@@ -112,7 +113,7 @@ def score_limits(scores: Sequence[float]) -> tuple[float, float]:
 def temporal_split_chart(report: TemporalSplitReport, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
     """The chart of `temporal_split_figure` as SVG or PNG bytes."""
     with matplotlib.rc_context(_STYLE):
-        return _render(_temporal_split(report), image_format, dpi)
+        return render(_temporal_split(report), image_format, dpi)
 
 
 def temporal_split_figure(report: TemporalSplitReport) -> Figure:
@@ -234,7 +235,7 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
             f"Mann–Whitney {p_text(comparison.p_value)}; comparing items of similar length, {p_text(comparison.length_matched_p_value)}",
             comparison.flagged,
         )
-        return _render(figure, image_format, dpi)
+        return render(figure, image_format, dpi)
 
 
 def _line_at(fit: InflationFit, private: np.ndarray) -> np.ndarray:
@@ -279,5 +280,5 @@ def public_inflation_chart(report: PublicInflationReport, *, image_format: Image
             report.flagged,
             INFLATION_FOOTNOTE,
         )
-        return _render(figure, image_format, dpi)
+        return render(figure, image_format, dpi)
 

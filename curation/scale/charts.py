@@ -6,32 +6,20 @@ input."""
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
-from typing import Any, Literal
+from typing import Any
 
 import matplotlib
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from curation.evidence.charts import ImageFormat, render
 from schemas.scale import EvalScale, ScoreChangeReport
 
-ImageFormat = Literal["svg", "png"]
 MAX_MODELS = 8
 """Models drawn on a scale chart at most: those with the most runs (then by name)."""
 FOOTNOTE = "Estimates on the eval's common scale with 95% intervals: evidence about scores, not a verdict."
 _STYLE: dict[Any, Any] = {"svg.hashsalt": "goldenset-scale", "svg.fonttype": "none", "font.size": 9.0, "axes.spines.top": False, "axes.spines.right": False}
-
-
-def _render(figure: Figure, image_format: ImageFormat, dpi: int) -> bytes:
-    if image_format not in ("svg", "png"):
-        raise ValueError(f"image_format must be 'svg' or 'png' (got {image_format!r})")
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    metadata: dict[str, str | None] = {"Date": None} if image_format == "svg" else {"Software": None}
-    figure.savefig(buffer, format=image_format, dpi=dpi, metadata=metadata)
-    return buffer.getvalue()
 
 
 def scale_chart(scale: EvalScale, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
@@ -62,7 +50,7 @@ def scale_chart(scale: EvalScale, *, image_format: ImageFormat = "svg", dpi: int
         lower.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, frameon=False, fontsize=8)
         figure.suptitle(f"{scale.eval}: common scale, version {scale.version}", fontsize=10, x=0.01, ha="left")
         figure.supxlabel(FOOTNOTE, fontsize=7.5, color="#555555", x=0.01, ha="left")
-        return _render(figure, image_format, dpi)
+        return render(figure, image_format, dpi)
 
 
 def score_change_chart(report: ScoreChangeReport, *, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
@@ -85,4 +73,4 @@ def score_change_chart(report: ScoreChangeReport, *, image_format: ImageFormat =
         title = f"{report.eval}: run {first.id} ({first.model}, release {first.release}) to run {second.id} ({second.model}, release {second.release})"
         figure.suptitle(title, fontsize=10, x=0.01, ha="left")
         figure.supxlabel(FOOTNOTE, fontsize=7.5, color="#555555", x=0.01, ha="left")
-        return _render(figure, image_format, dpi)
+        return render(figure, image_format, dpi)

@@ -20,7 +20,7 @@ from service.evals.definitions import require_eval
 from service.evals.scale import eval_scale, refit, score_change_report
 
 if TYPE_CHECKING:
-    from curation.scale.charts import ImageFormat
+    from curation.evidence.charts import ImageFormat
 
 scale_app = typer.Typer(help="The common scale of an eval's releases: refit it now, show it.", no_args_is_help=True)
 
