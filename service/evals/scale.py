@@ -279,19 +279,17 @@ def run_on_scale(session: Session, run: Run) -> RunOnScale | None:
     if run.split != Split.DEV.value:
         return None
     evaluation = session.get(Eval, run.eval_id)
-    fit = newest_fit(session, evaluation) if evaluation is not None else None
-    if evaluation is None or fit is None:
-        return None
-    placed = next((entry for entry in fit.summary["runs"] if int(entry["id"]) == run.id), None)
-    if placed is None:
+    shown = scale_if_fitted(session, evaluation) if evaluation is not None else None
+    placed = next((entry for entry in shown.runs if entry.id == run.id), None) if shown is not None else None
+    if shown is None or placed is None:
         return None
     return RunOnScale(
-        fit_version=fit.version,
-        fitted_at=fit.fitted_at,
-        stale=newest_result(session, evaluation) > fit.results_through,
-        reference_release=int(fit.summary["reference_release"]),
-        ability=ScaleEstimate.model_validate(placed["ability"]),
-        equated_score=ScaleEstimate.model_validate(placed["equated_score"]),
+        fit_version=shown.version,
+        fitted_at=shown.fitted_at,
+        stale=shown.stale,
+        reference_release=shown.reference_release,
+        ability=placed.ability,
+        equated_score=placed.equated_score,
     )
 
 
