@@ -10,7 +10,8 @@ models are trained from scratch with one byte-level BPE tokenizer trained on bac
 - N (clean): the same number of training blocks, background only;
 - R (reference): as N with another seed. The reference-calibrated test scores target minus
   reference on each item; its reference must not have seen the items, so R serves both targets
-  (N as its own reference would be no test at all, and R keeps C's and N's tests alike).
+  (N as its own reference would be no test at all, and R keeps C's and N's tests alike). R is also
+  probed as a second clean model, with N as its reference.
 
 Near duplicates of an exposed item (KEV repeats descriptions) are left out of the unexposed items
 and of the control band. Each model is served over loopback HTTP as an OpenAI-compatible
@@ -19,19 +20,28 @@ endpoint, and the product's own code runs against it: the completion probe (`pla
 echo answers. Each item is scored once; then `--draws` times, `--n` items of a band are drawn
 without replacement against `--n` control items, through the report's length-matched
 Mann–Whitney test: the detection rate at alpha 0.05 per exposure group on C, and the false-positive
-rate on N; then the same with one item per cluster of near copies within the unexposed and
+rate on N and R; then the same with one item per cluster of near copies within the unexposed and
 control bands (near copies move together in every draw). Also the verbatim share per group (greedy
 continuation of the first half reproduces at least half of the rest as one run, `lcs_ratio >=
-0.5`) to show memorisation happened. PASS/FAIL lines against the issue's targets (false positives
-on N <= 6%; log-probability tests detect the 10x group with power >= 0.8 where the probe does not);
-exit status 1 when one fails on the bands as drawn.
+0.5`) to show memorisation happened.
+
+One cutoff is one split of the items, and draws from its two pools all see whatever difference that
+split happens to hold, so the false-positive rate is judged over repeated temporal splits: N and R
+saw no KEV item, so every quarterly cutoff from `--first-cutoff` to `--last-cutoff` splits the items
+into bands neither has seen (`bench.tinylm.temporal_splits`); beside it, how far one split's rate
+swings when the same scores are split at random. PASS/FAIL lines against the issue's targets (each
+test's false positives over temporal splits <= 6% on both clean models, judged on the metric it
+decides on; log-probability tests detect the 10x group with power >= 0.8 where the probe does not);
+exit status 1 when one fails.
 
 Models and per-item scores are cached under `var/bench/membership_power/` (keyed by the recipe and
 who is exposed how often); `--retrain` trains again, `--rescore` probes and scores again,
-`--reference-seed` trains another reference (results in `results-r<seed>.json`).
+`--reference-seed` trains another reference (results in `results-r<seed>.json`); another size
+(`--layers`, `--width`, `--heads`) writes `results-<recipe>.json`.
 
 Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--device cpu|cuda] [--retrain] [--rescore]
        [--per-group 80] [--draws 1000] [--n 50] [--epochs 2] [--background-chars 400000] [--reference-seed 23]
+       [--layers 4 --width 256 --heads 4] [--first-cutoff 2022-01-01] [--last-cutoff 2025-01-01] [--split-draws 400] [--chance-splits 100] [--chance-draws 200]
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ from bench.tinylm.corpus import GROUPS, Design, background_texts, design, kev_it
 from bench.tinylm.power import TESTS, PowerRow, collapsed, draw_rates, print_table, rate_table
 from bench.tinylm.scoring import logprob_reports
 from bench.tinylm.serve import LoadedModel, serve
+from bench.tinylm.temporal_splits import chance_spread, clean_split_rates, quarterly_cutoffs, split_table
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import plan_probes
@@ -67,6 +78,8 @@ from schemas.probe_tests import ProbeMetric
 
 OUT = ROOT / "var" / "bench" / "membership_power"
 SEEDS = {"C": 11, "N": 11, "R": 23}
+MODELS = ("C", "N", "R")
+"""Probed and scored: C, and N and R as two clean models (each the other's reference)."""
 """C and N start from the same weights; R from others. Each seed also shuffles its model's data."""
 
 
@@ -85,17 +98,21 @@ class Clock:
         return result
 
 
-def cached(path: Path, clock: Clock, fresh: bool, compute: Any) -> Any:
-    """The per-item scores saved at `path`, with the time they took; computed and saved when absent or `fresh`."""
+def cached(path: Path, clock: Clock, fresh: bool, names: tuple[str, ...], compute: Any) -> dict[str, Any]:
+    """Per model of `names`, the per-item scores saved at `path`, with the time they took; those
+    absent (or all, when `fresh`) computed by `compute(missing names)` and saved beside the rest."""
+    saved: dict[str, Any] = {"value": {}, "phases": {}}
     if path.exists() and not fresh:
         saved = json.loads(path.read_text())
-        clock.phases.update({f"{phase} (cached)": seconds for phase, seconds in saved["phases"].items()})
-        print(f"  per-item scores: cached at {path.relative_to(ROOT)}")
-        return saved["value"]
-    before = set(clock.phases)
-    value = compute()
-    path.write_text(json.dumps({"value": value, "phases": {phase: clock.phases[phase] for phase in set(clock.phases) - before}}))
-    return value
+        print(f"  per-item scores of {', '.join(name for name in names if name in saved['value'])}: cached at {path.relative_to(ROOT)}")
+    clock.phases.update({f"{phase} (cached)": seconds for phase, seconds in saved["phases"].items()})
+    missing = tuple(name for name in names if name not in saved["value"])
+    if missing:
+        before = set(clock.phases)
+        saved["value"].update(compute(missing))
+        saved["phases"].update({phase: clock.phases[phase] for phase in set(clock.phases) - before})
+        path.write_text(json.dumps(saved))
+    return {name: saved["value"][name] for name in names}
 
 
 def machine() -> str:
@@ -164,13 +181,19 @@ def main() -> int:
     parser.add_argument("--background-chars", type=int, default=lm.Recipe.background_chars)
     parser.add_argument("--layers", type=int, default=lm.Recipe.layers)
     parser.add_argument("--width", type=int, default=lm.Recipe.width)
+    parser.add_argument("--heads", type=int, default=lm.Recipe.heads)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reference-seed", type=int, default=SEEDS["R"], help="Seed of the reference model R (another seed trains and caches another R).")
     parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument("--first-cutoff", type=date.fromisoformat, default=date(2022, 1, 1), help="First cutoff of the clean models' temporal splits (quarterly from it).")
+    parser.add_argument("--last-cutoff", type=date.fromisoformat, default=date(2025, 1, 1))
+    parser.add_argument("--split-draws", type=int, default=400, help="Draws per temporal split and per random split.")
+    parser.add_argument("--chance-splits", type=int, default=100, help="Random splits of the unexposed and control pools for the chance spread.")
+    parser.add_argument("--chance-draws", type=int, default=200, help="Draws per random split.")
     parser.add_argument("--train-only", action="store_true", help="Stop after training (or loading) the models.")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    recipe = replace(lm.Recipe(), epochs=args.epochs, background_chars=args.background_chars, layers=args.layers, width=args.width)
+    recipe = replace(lm.Recipe(), epochs=args.epochs, background_chars=args.background_chars, layers=args.layers, width=args.width, heads=args.heads)
     clock = Clock()
     OUT.mkdir(parents=True, exist_ok=True)
 
@@ -195,19 +218,24 @@ def main() -> int:
     fresh = args.retrain or args.rescore
     key = f"{recipe.key()}-{plan.key()}"
     with serve(models) as base_url, httpx.Client() as client:
-        probed = cached(OUT / f"probes-{key}.json", clock, fresh, lambda: {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in ("C", "N")})
+        probed = cached(OUT / f"probes-{key}.json", clock, fresh, MODELS, lambda names: {name: clock.run(f"probe {name}", probe, client, base_url, name, plan) for name in names})
         scored = cached(
-            OUT / f"logprobs-{key}-r{args.reference_seed}.json", clock, fresh, lambda: clock.run("log-probs", logprob_reports, client, base_url, plan, targets=("C", "N"))
+            OUT / f"logprobs-{key}-r{args.reference_seed}.json", clock, fresh, MODELS, lambda names: clock.run("log-probs", logprob_reports, client, base_url, plan, targets=names)
         )
 
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
     single = collapsed(plan)
     single_rows: list[PowerRow] = clock.run("power, one per cluster", draw_rates, single, probed, scored, rng=rng, draws=args.draws, n=args.n)
+    cutoffs = quarterly_cutoffs(args.first_cutoff, args.last_cutoff)
+    splits = clock.run("temporal splits", clean_split_rates, plan, probed, scored, cutoffs=cutoffs, rng=rng, draws=args.split_draws, n=args.n)
+    spread = clock.run("chance spread", chance_spread, plan, probed, scored, model="N", splits=args.chance_splits, rng=rng, draws=args.chance_draws, n=args.n)
     shares = {name: verbatim(probed[name], plan) for name in probed}
     print()
-    passed = print_table(rows, shares, runs, probed, scored, n=args.n, draws=args.draws)
+    powered = print_table(rows, shares, runs, probed, scored, n=args.n, draws=args.draws)
     rate_table(single_rows, n=args.n, draws=args.draws, title="one item per near-duplicate cluster within the unexposed and control bands")
+    sized = split_table(splits, spread, draws=args.split_draws, n=args.n)
+    passed = powered and sized
     results = {
         "machine": f"{machine()}, {os.cpu_count()} cores, torch on {torch.get_num_threads()} threads, {args.device}",
         "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
@@ -215,9 +243,13 @@ def main() -> int:
         "probe_reports": {name: probed[name]["report"] for name in probed},
         "logprob_reports": {name: {key: scored[name][key] for key in ("test", "report", "summary")} for name in scored},
         "power": [asdict(row) for row in rows], "passed": passed,
-        "power_one_per_cluster": [asdict(row) for row in single_rows], "phases_seconds": clock.phases,
+        "power_one_per_cluster": [asdict(row) for row in single_rows],
+        "clean_temporal_splits": [asdict(row) | {"mean": row.mean} for row in splits], "chance_spread_one_split": spread,
+        "split_draws": args.split_draws, "chance_splits": args.chance_splits, "chance_draws": args.chance_draws, "phases_seconds": clock.phases,
     }  # fmt: skip
-    written = OUT / ("results.json" if args.reference_seed == SEEDS["R"] else f"results-r{args.reference_seed}.json")
+    default_size = replace(recipe, epochs=lm.Recipe.epochs, background_chars=lm.Recipe.background_chars) == lm.Recipe()
+    suffix = ("" if args.reference_seed == SEEDS["R"] else f"-r{args.reference_seed}") + ("" if default_size else f"-{recipe.key()}")
+    written = OUT / f"results{suffix}.json"
     written.write_text(json.dumps(results, indent=1))
     print(f"\nphases (s): {clock.phases}\nwritten: {written.relative_to(ROOT)}")
     return 0 if passed else 1

@@ -9,18 +9,25 @@ from typing import Any
 import numpy as np
 
 from bench.tinylm.corpus import GROUPS, Design, KevItem
+from bench.tinylm.scoring import REFERENCE_OF
 from curation.evidence.clean_band import near_any
 from curation.evidence.length_strata import length_matched_mann_whitney
 from curation.intervals import wilson_interval
 
 ALPHA = 0.05
 MAX_FALSE_POSITIVES = 0.06
+CLEAN = ("N", "R")
+"""The clean models: background only, from two seeds."""
 MIN_POWER = 0.80
-TESTS = ("levenshtein", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap", "reference_test")
-"""`levenshtein` is the completion probe (greedy text over chat completions); the rest read
-log-probabilities (`curation.evidence.membership`); `reference_gap` is the reference model R's
-loss per byte minus the target's on the same item; `reference_test` is the reference test's
-decision, the gap confirmed by the target's own Min-K%++ on the same draw (`JOINT`)."""
+TESTS = ("levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap", "reference_test")
+"""`levenshtein` and `lcs_ratio` are the completion probe's metrics (greedy text over chat
+completions); the rest read log-probabilities (`curation.evidence.membership`); `reference_gap` is
+the reference model's loss per byte minus the target's on the same item; `reference_test` is the
+reference test's decision, the gap confirmed by the target's own Min-K%++ on the same draw (`JOINT`)."""
+COMPLETION = ("levenshtein", "lcs_ratio")
+DECIDING = {"levenshtein": "completion", "min_k_plus_plus": "logprob", "reference_test": "reference_logprob"}
+"""The metric each of the product's tests decides on (its primary metric; the reference test's
+joint decision): the rest are shown beside them."""
 JOINT = {"reference_test": ("reference_gap", "min_k_plus_plus")}
 """Tests that flag only where every one of their metrics does (an intersection-union test: its
 p-value is the largest of theirs), as `curation.evidence.probe_report.confirmed` decides."""
@@ -53,10 +60,10 @@ def joint_values(test: str, model: str, probed: dict[str, Any], scored: dict[str
 def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
     """(score, length) of one item under one test, higher meaning more like a member; None when
     the item has no score (a failed probe)."""
-    if test == "levenshtein":
+    if test in COMPLETION:
         if item.item_id not in probed[model]["scores"]:
             return None
-        return probed[model]["scores"][item.item_id]["levenshtein"], probed[model]["lengths"][item.item_id]
+        return probed[model]["scores"][item.item_id][test], probed[model]["lengths"][item.item_id]
     if item.item_id not in scored[model]["scores"]:
         return None
     return scored[model]["scores"][item.item_id][test], scored[model]["lengths"][item.item_id]
@@ -86,11 +93,13 @@ def one_per_cluster(members: list[KevItem]) -> list[KevItem]:
 
 def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
     """(model, band, items) compared with the control band: each exposure group and the unexposed
-    items on C; on N, the unexposed items and all exposure groups together (N saw none of them)."""
+    items on C; on each clean model, the unexposed items and all exposure groups together (it saw
+    none of them)."""
     rows = [("C", f"{count}x", plan.groups[count]) for count in GROUPS]
     rows.append(("C", "unexposed", plan.unexposed))
-    rows.append(("N", "unexposed", plan.unexposed))
-    rows.append(("N", "all groups", plan.exposed()))
+    for clean in CLEAN:
+        rows.append((clean, "unexposed", plan.unexposed))
+        rows.append((clean, "all groups", plan.exposed()))
     return rows
 
 
@@ -152,28 +161,29 @@ def print_table(
         print(f"  probe report on {name}, all pre-cutoff items vs control: {verdict}")
     for name, report in scored.items():
         verdicts = ", ".join(f"{metric} {'flagged' if entry['flagged'] else 'not flagged'} (p {entry['length_matched_p']:.2g})" for metric, entry in report["report"].items())
-        print(f"  {report['test']} report on {name} (reference R), all pre-cutoff items vs control: {verdicts}")
+        print(f"  {report['test']} report on {name} (reference {REFERENCE_OF[name]}), all pre-cutoff items vs control: {verdicts}")
     return rate_table(rows, n=n, draws=draws, title="bands as drawn")
 
 
 def rate_table(rows: list[PowerRow], *, n: int, draws: int, title: str) -> bool:
-    """The rates as a table (tests by comparison) and the PASS/FAIL lines; True when all pass."""
+    """The rates as a table (tests by comparison), each test's false-positive rate on this split
+(printed: one split's rate swings with which items fell on each side, so the requirement is judged
+over many splits, `bench.tinylm.temporal_splits`) and the power lines (PASS/FAIL); True when the
+log-probability tests detect the 10x group with power >= 0.8 where the completion probe does not."""
     columns = [(row.model, row.band) for row in rows if row.test == TESTS[0]]
     print(f"\n{title}: share of {draws} draws flagged at alpha {ALPHA} ({n} band items vs {n} control items, length-matched Mann–Whitney)")
-    print("C: detection (C unexposed: spill-over onto items C did not see), N: false positives")
+    print(f"C: detection (C unexposed: spill-over onto items C did not see), {' and '.join(CLEAN)}: false positives")
     print(f"  {'band / control':<16}" + "".join(f"{f'{row.pool} / {row.control_pool}':>15}" for row in rows if row.test == TESTS[0]))
     print(f"  {'test':<16}" + "".join(f"{model + ' ' + band:>15}" for model, band in columns))
     by = {(row.test, row.model, row.band): row for row in rows}
     for test in TESTS:
         print(f"  {test:<16}" + "".join(f"{by[(test, model, band)].rate:>15.3f}" for model, band in columns))
+    print("\n  on this one split (false positives: the largest over the clean models' two pools; see the temporal splits below)")
     ok = True
-    print()
     for test in TESTS:
-        false = max(by[(test, "N", band)].rate for band in ("unexposed", "all groups"))
-        passed = false <= MAX_FALSE_POSITIVES
-        ok &= passed
-        line = f"  {test:<16} false positives on N {false:.3f} <= {MAX_FALSE_POSITIVES}: {'PASS' if passed else 'FAIL'}"
-        if test != "levenshtein":
+        false = max(by[(test, clean, band)].rate for clean in CLEAN for band in ("unexposed", "all groups"))
+        line = f"  {test:<16} false positives {false:.3f}"
+        if test not in COMPLETION:
             power = by[(test, "C", "10x")].rate
             probe_power = by[("levenshtein", "C", "10x")].rate
             strong = power >= MIN_POWER and probe_power < MIN_POWER

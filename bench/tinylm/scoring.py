@@ -1,7 +1,8 @@
 """The log-probability tests as the product runs them, against the served models: each item's
 whole text scored through `/v1/completions` echo (`curation.evidence.logprob_runner`), membership
 scores and the report (`curation.evidence.membership`, `curation.evidence.membership_report`),
-with R, a model trained on background only, as the reference of the reference-calibrated test."""
+with R, a model trained on background only, as the reference of the reference-calibrated test
+(and N as R's, where R is scored as a second clean target)."""
 
 from __future__ import annotations
 
@@ -17,22 +18,27 @@ from schemas.evidence import ProbeEndpoint
 from schemas.model_registry import LogprobSupport
 
 REFERENCE = "R"
+REFERENCE_OF = {"C": REFERENCE, "N": REFERENCE, "R": "N"}
+"""Each target's reference: R for C and N; N for R, the second clean model (both clean, so each is
+a fair reference for the other)."""
 
 
 def logprob_reports(client: httpx.Client, base_url: str, plan: Design, *, targets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Per target: each item's membership scores (`scores`, item id → metric → value, higher
-    meaning more like a seen text), its scored length (`lengths`) and the report's verdict per
-    metric on all pre-cutoff items against the control band."""
+    meaning more like a seen text; the reference gap against `REFERENCE_OF` the target), its scored
+    length (`lengths`) and the report's verdict per metric on all pre-cutoff items against the
+    control band."""
     items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
     membership = plan_membership(items, dataset="CISA KEV", split="catalog")
     answers = {}
-    for name in (*targets, REFERENCE):
+    for name in dict.fromkeys([*targets, *(REFERENCE_OF[target] for target in targets)]):
         endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
         answers[name] = score_texts_sync(client, membership, endpoint, via=LogprobSupport.COMPLETIONS_ECHO, endpoint_name=f"bench-{name}", clock=time.time)
     out = {}
     for name in targets:
+        reference = REFERENCE_OF[name]
         report = membership_report(
-            membership, answers[name], cutoff=plan.cutoff, model=name, reference=answers[REFERENCE], reference_model=REFERENCE, reference_endpoint=f"bench-{REFERENCE}"
+            membership, answers[name], cutoff=plan.cutoff, model=name, reference=answers[reference], reference_model=reference, reference_endpoint=f"bench-{reference}"
         )
         out[name] = {
             "scores": {entry.item_id: {metric.value: value for metric, value in entry.similarity.items()} for entry in report.items},
