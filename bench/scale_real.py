@@ -65,16 +65,7 @@ def responses_of(rows: list[tuple[str, int, str, float]]) -> tuple[Responses, di
 def held_out_cells(rows: list[tuple[str, int, str, float]], rng: np.random.Generator) -> tuple[float, float]:
     responses, _, _ = responses_of(rows)
     held = rng.random(len(responses.score)) < 0.1
-    kept = Responses(
-        run=responses.run[~held],
-        item=responses.item[~held],
-        score=responses.score[~held],
-        model_of_run=responses.model_of_run,
-        run_ids=responses.run_ids,
-        item_ids=responses.item_ids,
-        model_names=responses.model_names,
-        cohort_of_item=responses.cohort_of_item,
-    )
+    kept = responses.observations(~held)
     mode = fit_scale(kept)
     count = int(held.sum())
     scale = log_likelihood(mode, responses.run[held], responses.item[held], responses.score[held]) / count

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from curation.scale.equating import equated_score, score_change
-from curation.scale.irt import Responses, fit_scale, laplace_draws, log_likelihood
+from curation.scale.irt import fit_scale, laplace_draws, log_likelihood
 from tests.support.scale_world import World, rolling_world
 
 GRID = ((50, 5), (50, 15), (100, 15), (100, 30), (200, 15), (200, 30))
@@ -146,15 +146,7 @@ def held_out(seeds: int) -> list[tuple[float, float]]:
         world = rolling_world(rng, items_per_release=100, models=15)
         responses = world.responses
         held = rng.random(len(responses.score)) < 0.1
-        kept = Responses(
-            run=responses.run[~held],
-            item=responses.item[~held],
-            score=responses.score[~held],
-            model_of_run=responses.model_of_run,
-            run_ids=responses.run_ids,
-            item_ids=responses.item_ids,
-            model_names=responses.model_names,
-        )
+        kept = responses.observations(~held)
         mode = fit_scale(kept)
         scale = log_likelihood(mode, responses.run[held], responses.item[held], responses.score[held]) / int(held.sum())
         sums = np.bincount(kept.run, weights=kept.score, minlength=responses.runs)

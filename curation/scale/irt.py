@@ -33,7 +33,7 @@ Pure computation: arrays in, arrays out; no database, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -86,6 +86,13 @@ class Responses:
             raise ValueError("model_of_run needs one model per run")
         if self.cohort_of_item is not None and len(self.cohort_of_item) != len(self.item_ids):
             raise ValueError("cohort_of_item needs one cohort per item")
+
+    def observations(self, keep: NDArray[np.bool_]) -> Responses:
+        """The same runs, items, models and cohorts with only the observations where `keep` (one
+        flag per observation) is true: a held-out fit's data."""
+        if len(keep) != len(self.score):
+            raise ValueError(f"keep needs one flag per observation ({len(self.score)}), got {len(keep)}")
+        return replace(self, run=self.run[keep], item=self.item[keep], score=self.score[keep])
 
     @property
     def cohorts_of_items(self) -> IntArray:

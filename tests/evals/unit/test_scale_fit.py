@@ -78,3 +78,15 @@ def test_a_fit_too_large_for_the_dense_covariance_still_gives_intervals(monkeypa
     diagonal = laplace_draws(world.responses, mode, draws=300, rng=np.random.default_rng(1))
     spread = [np.std([draw.ability[0] for draw in draws]) for draws in (dense, diagonal)]
     assert 0 < spread[1] <= spread[0] * 1.2
+
+
+def test_a_held_out_fits_data_keeps_every_run_item_and_cohort() -> None:
+    responses = rolling_world(np.random.default_rng(5), releases=3, items_per_release=10, models=3).responses
+    assert responses.cohorts == 3
+    keep = np.random.default_rng(6).random(len(responses.score)) >= 0.1
+    kept = responses.observations(keep)
+    assert len(kept.score) == int(keep.sum()) and np.array_equal(kept.item, responses.item[keep])
+    assert kept.cohorts == 3 and np.array_equal(kept.cohorts_of_items, responses.cohorts_of_items)
+    assert kept.run_ids == responses.run_ids and kept.item_ids == responses.item_ids and kept.model_names == responses.model_names
+    with pytest.raises(ValueError, match="one flag per observation"):
+        responses.observations(keep[:-1])
