@@ -11,20 +11,29 @@ A full-page screenshot of each goes to `var/screenshots/<page>-<width>.png`: loo
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
+import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from schemas.corpus_results import CorpusResultIn, CorpusResultsPost
 from schemas.dedup_questions import DedupQuestion
 from schemas.evals import Eval, EvalItem, Split
 from schemas.item import Item, ItemStatus
+from schemas.model_registry import Model, TrainsOnInputs
 from schemas.probes import Probe
-from schemas.runs import RunItem
+from schemas.runs import ResultIn, ResultsPost, Run, RunCreate, RunItem
 from service.core.db import write_transaction
+from service.evals.scale import refit
+from service.evidence.temporal_split import post_corpus_results, require_corpus
 from service.items.shaping import withheld
+from service.runs.runs import post_results, start_run
 from tests.conftest import REPO_ROOT, TEST_SECRET_KEY
+from tests.eval_support import kev_records
+from tests.evidence_support import PUBLIC_CORPUS, register_corpus, register_model
 from tests.ui.browser.conftest import EVAL, UiServer, sign_in
 from tests.ui.browser.test_ui_registry_evidence_audit import MODEL
 from tests.ui.browser.test_ui_registry_evidence_audit import seed as evidence_seed
@@ -39,11 +48,59 @@ NARROWEST_CELL = 60
 narrower one has been squeezed to a letter or two a line."""
 
 
+def _dev_run(engine: Engine, model: str, release: int, rng: np.random.Generator, ability: float) -> int:
+    """A scored dev run of `model` on `release` of the eval (item scores drawn at `ability`); its id."""
+    started = start_run(
+        engine=engine, eval_name=EVAL, data=RunCreate(model=model, endpoint=f"{model}-api", release=release), actor="test", scopes=frozenset({"read"}), terms_max_age_days=90
+    )
+    scores = [ResultIn(item_id=item.item_id, score=float(rng.random() < ability)) for item in started.items]
+    with write_transaction(engine) as session:
+        run = session.exec(select(Run).where(Run.id == started.id)).one()
+        post_results(session=session, run=run, data=ResultsPost(results=scores), actor="test")
+    return started.id
+
+
+def reports_world(engine: Engine) -> None:
+    """What fills the evidence page's two reports: five reference models with dev runs on release 2
+    and results on a public corpus of 60 KEV records, the probed model's results there too (its
+    probe run is its dev run), a second run of one reference model on release 1, and the eval's
+    scale fitted."""
+    rng = np.random.default_rng(41)
+    register_corpus(engine, PUBLIC_CORPUS, kev_records()[:60])
+    with Session(engine) as session:
+        corpus = require_corpus(session=session, name=PUBLIC_CORPUS)
+        external = [str(item.external_id) for item in session.exec(select(Item).where(Item.source_id == corpus.id).order_by(col(Item.id))).all()]
+    runs = []
+    for number, model in enumerate([*(f"ref-{index}" for index in range(5)), MODEL]):
+        ability = 0.3 + 0.1 * number
+        if model != MODEL:
+            register_model(engine, model, cutoff=None, endpoints={f"{model}-api": TrainsOnInputs.NO})
+            runs.append(_dev_run(engine, model, 2, rng, ability))
+        results = [CorpusResultIn(external_id=name, score=float(rng.random() < ability)) for name in external]
+        with write_transaction(engine) as session:
+            corpus = require_corpus(session=session, name=PUBLIC_CORPUS)
+            post_corpus_results(session=session, corpus=corpus, data=CorpusResultsPost(model=model, results=results), actor="test")
+    earlier = _dev_run(engine, "ref-0", 1, rng, 0.3)
+    with Session(engine) as session:
+        evaluation = session.exec(select(Eval).where(Eval.name == EVAL)).one()
+    assert refit(engine, evaluation=evaluation) is not None
+    assert earlier > runs[0]
+
+
+def _reports_query(engine: Engine) -> str:
+    """The evidence page's query filling both reports of `reports_world`: the public inflation of
+    the probed model, and the change from ref-0's run on release 1 to its run on release 2."""
+    with Session(engine) as session:
+        on_2, on_1 = session.exec(select(Run.id).join(Model, col(Model.id) == Run.model_id).where(Model.name == "ref-0").order_by(col(Run.id))).all()
+    return urlencode({"inflation_model": MODEL, "inflation_eval": EVAL, "inflation_corpus": PUBLIC_CORPUS, "run_a": on_1, "run_b": on_2})
+
+
 def seed(engine: Engine) -> dict[str, str]:
     """The registry module's world (releases 1 and 2 of eval `kev`, a model with endpoints, a
-    finished probe whose run was scored, rejections) and two open dedup questions between
-    items anyone may see."""
+    finished probe whose run was scored, rejections), two open dedup questions between items
+    anyone may see, and the evidence page's reports filled (`reports_world`)."""
     tokens = evidence_seed(engine)
+    reports_world(engine)
     with Session(engine) as session:
         unique = [item.id for item in session.exec(select(Item).where(Item.status == ItemStatus.UNIQUE.value).order_by(col(Item.id))).all() if item.id is not None]
         hidden = withheld(session=session, item_ids=unique, secret_key=TEST_SECRET_KEY)
@@ -82,6 +139,7 @@ def _pages(engine: Engine) -> dict[str, str]:
         "registry": "/ui/registry",
         "evidence": "/ui/evidence",
         "temporal-split": f"/ui/evidence?model={MODEL}&eval={EVAL}",
+        "evidence-reports": f"/ui/evidence?{_reports_query(engine)}",
         "audit": "/ui/audit",
         "sources": "/ui/sources",
         "source-new": "/ui/sources/new?kind=jira",
@@ -191,6 +249,10 @@ def test_every_page_fits_the_screen_with_its_header_on_the_dark_bar(page: Page, 
         answer = page.goto(path)
         assert answer is not None and answer.status == 200, f"{path}: {answer.status if answer else 'no answer'}"
         _settled(page)
+        if name == "evidence-reports":
+            for title in ("#inflation-title", "#change-title"):
+                expect(page.locator(title)).to_be_visible()
+            assert page.evaluate("() => [...document.querySelectorAll('img.chart')].filter((image) => image.naturalWidth > 0).length") >= 2
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
         header = page.locator("header.top")
         expect(header.get_by_role("link", name="Evidence")).to_be_visible()
