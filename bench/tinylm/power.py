@@ -120,26 +120,39 @@ def joint_p(sides: tuple[Any, Any, Any, Any], a: Any, b: Any) -> float:
     )
 
 
+Side = tuple[np.ndarray, np.ndarray]
+"""One band's scores (one row per item, one column per metric of the test) and scored lengths."""
+
+
+def side(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], members: list[KevItem]) -> Side:
+    """The scores and lengths of `members` under `test` on `model` (items without a score left out)."""
+    found = [value for item in members if (value := joint_values(test, model, probed, scored, item)) is not None]
+    return np.array([values for values, _ in found]), np.array([length for _, length in found], dtype=np.int64)
+
+
+def flagged_draws(pre: Side, control: Side, *, rng: np.random.Generator, draws: int, n: int) -> int:
+    """How many of `draws` draws of `n` band items against `n` control items, each drawn without
+    replacement (the whole band where it holds fewer), the length-matched test flags at alpha."""
+    sides = (pre[0], pre[1], control[0], control[1])
+    hits = 0
+    for _ in range(draws):
+        a = rng.choice(len(pre[0]), size=min(n, len(pre[0])), replace=False)
+        b = rng.choice(len(control[0]), size=min(n, len(control[0])), replace=False)
+        hits += joint_p(sides, a, b) < ALPHA
+    return hits
+
+
 def draw_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, rng: np.random.Generator, draws: int, n: int) -> list[PowerRow]:
-    """For every test and comparison, `draws` times: `n` items of the band and `n` control items,
-    each drawn without replacement (the whole band where it holds fewer), through the
-    length-matched test (a joint test: the largest p-value of its metrics on the same draw)."""
+    """For every test and comparison, the share of `draws` draws flagged (`flagged_draws`; a joint
+    test takes the largest p-value of its metrics on the same draw), and the test on the whole bands."""
     rows = []
     for test in TESTS:
         for model, band, members in comparisons(plan):
-            pre = [value for item in members if (value := joint_values(test, model, probed, scored, item)) is not None]
-            control = [value for item in plan.control if (value := joint_values(test, model, probed, scored, item)) is not None]
-            pre_values, pre_lengths = np.array([v for v, _ in pre]), np.array([length for _, length in pre], dtype=np.int64)
-            control_values, control_lengths = np.array([v for v, _ in control]), np.array([length for _, length in control], dtype=np.int64)
-            sides = (pre_values, pre_lengths, control_values, control_lengths)
-            full = joint_p(sides, np.arange(len(pre)), np.arange(len(control)))
-            hits = 0
-            for _ in range(draws):
-                a = rng.choice(len(pre), size=min(n, len(pre)), replace=False)
-                b = rng.choice(len(control), size=min(n, len(control)), replace=False)
-                hits += joint_p(sides, a, b) < ALPHA
+            pre, control = side(test, model, probed, scored, members), side(test, model, probed, scored, plan.control)
+            full = joint_p((pre[0], pre[1], control[0], control[1]), np.arange(len(pre[0])), np.arange(len(control[0])))
+            hits = flagged_draws(pre, control, rng=rng, draws=draws, n=n)
             low, high = wilson_interval(hits, draws)
-            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre), control_pool=len(control)))
+            rows.append(PowerRow(test=test, model=model, band=band, rate=hits / draws, low=low, high=high, full_p=full, pool=len(pre[0]), control_pool=len(control[0])))
     return rows
 
 

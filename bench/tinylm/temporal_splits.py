@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.tinylm.corpus import Design, KevItem
-from bench.tinylm.power import ALPHA, CLEAN, DECIDING, MAX_FALSE_POSITIVES, TESTS, joint_p, joint_values
+from bench.tinylm.power import CLEAN, DECIDING, MAX_FALSE_POSITIVES, TESTS, flagged_draws, side
 from curation.evidence.clean_band import near_pre_cutoff
 from schemas.evidence import cutoff_instant
 
@@ -53,21 +53,6 @@ def quarterly_cutoffs(first: date, last: date) -> list[date]:
     return out
 
 
-def _sides(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], members: list[KevItem]) -> tuple[np.ndarray, np.ndarray]:
-    found = [value for item in members if (value := joint_values(test, model, probed, scored, item)) is not None]
-    return np.array([values for values, _ in found]), np.array([length for _, length in found], dtype=np.int64)
-
-
-def _rate(pre: tuple[np.ndarray, np.ndarray], control: tuple[np.ndarray, np.ndarray], *, rng: np.random.Generator, draws: int, n: int) -> float:
-    sides = (pre[0], pre[1], control[0], control[1])
-    hits = 0
-    for _ in range(draws):
-        a = rng.choice(len(pre[0]), size=min(n, len(pre[0])), replace=False)
-        b = rng.choice(len(control[0]), size=min(n, len(control[0])), replace=False)
-        hits += joint_p(sides, a, b) < ALPHA
-    return hits / draws
-
-
 def clean_split_rates(plan: Design, probed: dict[str, Any], scored: dict[str, Any], *, cutoffs: list[date], rng: np.random.Generator, draws: int, n: int) -> list[SplitRates]:
     """For each clean model and test, at each cutoff with at least `MIN_SIDE` items on each side:
     the items dated before it against those dated on or after it, less those near a pre-cutoff
@@ -85,7 +70,9 @@ def clean_split_rates(plan: Design, probed: dict[str, Any], scored: dict[str, An
     rows = []
     for model in CLEAN:
         for test in TESTS:
-            rates = [_rate(_sides(test, model, probed, scored, pre), _sides(test, model, probed, scored, control), rng=rng, draws=draws, n=n) for _, pre, control in used]
+            rates = [
+                flagged_draws(side(test, model, probed, scored, pre), side(test, model, probed, scored, control), rng=rng, draws=draws, n=n) / draws for _, pre, control in used
+            ]
             rows.append(SplitRates(test=test, model=model, cutoffs=tuple(cutoff.isoformat() for cutoff, _, _ in used), rates=tuple(rates)))
     return rows
 
@@ -99,13 +86,13 @@ def chance_spread(
     percentile (how far one split's rate swings by chance alone)."""
     out = {}
     for test in TESTS:
-        pre, control = _sides(test, model, probed, scored, plan.unexposed), _sides(test, model, probed, scored, plan.control)
+        pre, control = side(test, model, probed, scored, plan.unexposed), side(test, model, probed, scored, plan.control)
         values, lengths = np.concatenate([pre[0], control[0]]), np.concatenate([pre[1], control[1]])
         rates = []
         for _ in range(splits):
             order = rng.permutation(len(values))
             a, b = order[: len(pre[0])], order[len(pre[0]) :]
-            rates.append(_rate((values[a], lengths[a]), (values[b], lengths[b]), rng=rng, draws=draws, n=n))
+            rates.append(flagged_draws((values[a], lengths[a]), (values[b], lengths[b]), rng=rng, draws=draws, n=n) / draws)
         found = np.array(rates)
         out[test] = {"mean": float(found.mean()), "over_6pct": float(np.mean(found > MAX_FALSE_POSITIVES)), "p90": float(np.quantile(found, 0.9))}
     return out
