@@ -25,6 +25,9 @@ class ProbeMetric(StrEnum):
     `levenshtein`: normalised Levenshtein similarity (1 − edit distance / longer length).
     `lcs_ratio`: the longest common substring's length over the remainder's length (the longest
     verbatim run reproduced).
+    `levenshtein_margin`: `levenshtein` minus the completion's mean Levenshtein similarity to the
+    remainders of the 8 other items of its band with the nearest remainder lengths, in [-1, 1]: how
+    much more it reproduces its own item than items like it (`curation.evidence.completion_margin`).
 
     Log-probability tests (the model's log-probabilities of the item's whole text, in nats):
     `loss`: the mean token log-probability, that is minus the loss per token.
@@ -40,6 +43,7 @@ class ProbeMetric(StrEnum):
 
     LEVENSHTEIN = "levenshtein"
     LCS_RATIO = "lcs_ratio"
+    LEVENSHTEIN_MARGIN = "levenshtein_margin"
     LOSS = "loss"
     MIN_K = "min_k"
     MIN_K_PLUS_PLUS = "min_k_plus_plus"
@@ -69,7 +73,7 @@ class ProbeTestChoice(StrEnum):
     REFERENCE_LOGPROB = "reference_logprob"
 
 
-COMPLETION_METRICS: tuple[ProbeMetric, ...] = (ProbeMetric.LEVENSHTEIN, ProbeMetric.LCS_RATIO)
+COMPLETION_METRICS: tuple[ProbeMetric, ...] = (ProbeMetric.LEVENSHTEIN_MARGIN, ProbeMetric.LEVENSHTEIN, ProbeMetric.LCS_RATIO)
 """The metrics of the completion test."""
 LOGPROB_METRICS: tuple[ProbeMetric, ...] = (ProbeMetric.LOSS, ProbeMetric.MIN_K, ProbeMetric.MIN_K_PLUS_PLUS, ProbeMetric.ZLIB)
 """The target's own log-probability metrics (`min_k_plus_plus` only where top-k log-probabilities came back)."""
@@ -95,11 +99,11 @@ TEST_SEES: dict[ProbeTest, str] = {
 
 
 def primary_metric_for(test: ProbeTest, *, has_top_logprobs: bool) -> ProbeMetric:
-    """The metric a report's summary speaks of by default: `levenshtein` for the completion test,
+    """The metric a report's summary speaks of by default: `levenshtein_margin` for the completion test,
     `min_k_plus_plus` for the log-probability test where each position's top-k came back (else
     `min_k`), `reference_gap` for the reference test."""
     if test is ProbeTest.COMPLETION:
-        return ProbeMetric.LEVENSHTEIN
+        return ProbeMetric.LEVENSHTEIN_MARGIN
     if test is ProbeTest.REFERENCE_LOGPROB:
         return ProbeMetric.REFERENCE_GAP
     return ProbeMetric.MIN_K_PLUS_PLUS if has_top_logprobs else ProbeMetric.MIN_K

@@ -181,6 +181,12 @@ def _padded_range(values: np.ndarray) -> tuple[float, float]:
     return low - pad, high + pad
 
 
+def _metric_label(metric: ProbeMetric, *, completion: bool) -> str:
+    if metric is ProbeMetric.LEVENSHTEIN_MARGIN:
+        return "similarity to the true remainder beyond similar items' (levenshtein_margin)"
+    return f"similarity to the true remainder ({metric.value})" if completion else f"{metric.value} (higher: more like a text the model has seen)"
+
+
 def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image_format: ImageFormat = "svg", dpi: int = 120) -> bytes:
     """Left: the distributions of the metric (a similarity, or a membership score for the
     log-probability tests) over pre-cutoff items and the control band, with the control's 95th
@@ -195,7 +201,8 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
         hist_axes, time_axes = figure.subplots(1, 2, width_ratios=[1, 1.3])
         assert isinstance(hist_axes, Axes) and isinstance(time_axes, Axes)
         completion = report.test is ProbeTest.COMPLETION
-        low, high = (0.0, 1.0) if completion else _padded_range(np.concatenate([pre, control]))
+        bounded = metric in (ProbeMetric.LEVENSHTEIN, ProbeMetric.LCS_RATIO)  # in [0, 1]; a margin can be below 0
+        low, high = (0.0, 1.0) if bounded else _padded_range(np.concatenate([pre, control]))
         bins = np.linspace(low, high, 26)
         hist_axes.hist(control, bins=bins.tolist(), density=True, histtype="stepfilled", alpha=0.45, color=AFTER_COLOUR, label=f"control: after cutoff (n = {control.size})")
         hist_axes.hist(pre, bins=bins.tolist(), density=True, histtype="step", linewidth=1.8, color=BEFORE_COLOUR, label=f"before cutoff (n = {pre.size})")
@@ -203,7 +210,7 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
         hist_axes.axvline(comparison.pre_median, color=BEFORE_COLOUR, linewidth=1.0, linestyle=":", label=f"medians: {comparison.pre_median:.2f} before")
         hist_axes.axvline(comparison.control_median, color=AFTER_COLOUR, linewidth=1.0, linestyle=":", label=f"{comparison.control_median:.2f} control")
         hist_axes.set_xlim(low, high)
-        hist_axes.set_xlabel(f"similarity to the true remainder ({metric.value})" if completion else f"{metric.value} (higher: more like a text the model has seen)")
+        hist_axes.set_xlabel(_metric_label(metric, completion=completion))
         hist_axes.set_ylabel("density")
         hist_axes.legend(fontsize=7.5, frameon=False, loc="upper center")
 

@@ -20,8 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from curation.evidence.clean_band import NearTo, clean_band_warning
+from curation.evidence.completion_margin import margins_by_band
 from curation.evidence.length_strata import expected_share_above, length_matched_mann_whitney
-from curation.evidence.probing import ProbePlan, similarity
+from curation.evidence.probing import ProbePlan, scored_answer, scored_remainder, similarity
 from curation.evidence.wording import evidence_statement, expected_wording, p_text, probe_conclusion, probe_test_name
 from schemas.evidence import CutPolicy, EvidenceWarning, MetricComparison, ProbeBand, ProbeCompletion, ProbeItem, ProbeItemResult, ProbeReport, cutoff_instant
 from schemas.probe_tests import COMPLETION_METRICS, TEST_SEES, ProbeMetric, ProbeTest
@@ -138,12 +139,12 @@ def probe_report(
     cutoff: date,
     model: str,
     alpha: float = 0.05,
-    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN,
+    primary_metric: ProbeMetric = ProbeMetric.LEVENSHTEIN_MARGIN,
     min_band: int = MIN_BAND,
 ) -> ProbeReport:
     """Score `completions` against the plan's remainders (`score_completions`) and compare the
     bands (`compare_scored`), as the completion test's report."""
-    scored = score_completions(plan, completions)
+    scored = score_completions(plan, completions, cutoff=cutoff)
     setting = TestSetting(
         test=ProbeTest.COMPLETION, metrics=COMPLETION_METRICS, primary_metric=primary_metric, cut_policy=plan.policy, not_cut=plan.not_cut, near_pre_cutoff=plan.near_pre_cutoff
     )
@@ -250,11 +251,12 @@ def confirmed(primary: MetricOutcome, own: MetricComparison) -> tuple[MetricOutc
     return MetricOutcome(comparison.model_copy(update={"flagged": False}), primary.threshold, primary.tails), warning
 
 
-def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion]) -> Scored:
-    """Each answered completion's similarity to its item's true remainder (`similarity`); failed
-    ones (`error` set, or no completion) are only counted. Raises `ValueError` for a completion of
-    an item the plan did not probe."""
+def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion], *, cutoff: date) -> Scored:
+    """Each answered completion's similarity to its item's remainder (`similarity`) and margin over
+    its band's items either side of `cutoff` (`margins_by_band`); failed ones (`error` set, or no
+    completion) are only counted. Raises `ValueError` for an item the plan did not probe."""
     answered: list[Answered] = []
+    texts: list[tuple[str, str]] = []
     failed = 0
     for completion in completions:
         cut = plan.cuts.get(completion.item_id)
@@ -264,7 +266,11 @@ def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion]) -
             failed += 1
             continue
         scores = similarity(completion.completion, cut.remainder, prefix=cut.prefix)
+        texts.append((scored_answer(completion.completion, prefix=cut.prefix), scored_remainder(cut.remainder)))
         answered.append(Answered(plan.items[completion.item_id], len(" ".join(cut.remainder.split())), scores))
+    own, before = [entry.scores[ProbeMetric.LEVENSHTEIN] for entry in answered], [entry.item.occurred_at < cutoff_instant(cutoff) for entry in answered]
+    for entry, margin in zip(answered, margins_by_band([answer for answer, _ in texts], [truth for _, truth in texts], own, before), strict=True):
+        entry.scores[ProbeMetric.LEVENSHTEIN_MARGIN] = margin
     return Scored(answered=answered, failed=failed)
 
 

@@ -171,6 +171,21 @@ def longest_common_substring(a: str, b: str) -> int:
     return SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b)).size
 
 
+def scored_answer(completion: str, *, prefix: str = "") -> str:
+    """The completion as it is scored: whitespace runs as one space, and without `prefix` where it
+    starts by repeating it (models often echo the part they were shown)."""
+    answer = _normalise(completion)
+    shown = _normalise(prefix)
+    if shown and answer.startswith(shown):
+        answer = answer[len(shown) :].lstrip()
+    return answer
+
+
+def scored_remainder(remainder: str) -> str:
+    """The true remainder as it is scored: whitespace runs as one space."""
+    return _normalise(remainder)
+
+
 def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[ProbeMetric, float]:
     """How closely `completion` reproduces `remainder`, each metric in [0, 1].
 
@@ -181,10 +196,7 @@ def similarity(completion: str, remainder: str, *, prefix: str = "") -> dict[Pro
     length, the longest verbatim run, which rambling does not hide.
     """
     truth = _normalise(remainder)
-    answer = _normalise(completion)
-    shown = _normalise(prefix)
-    if shown and answer.startswith(shown):
-        answer = answer[len(shown) :].lstrip()
+    answer = scored_answer(completion, prefix=prefix)
     if not truth:
         raise ValueError("the remainder is empty: there is nothing to reproduce")
     return {

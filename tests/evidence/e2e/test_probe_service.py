@@ -107,7 +107,7 @@ def test_a_memorising_model_is_flagged_and_a_clean_one_is_not_through_the_api(li
     assert primary.flagged and primary.length_matched_p_value < 1e-6 and primary.median_gap > 0.3
     assert_clean_control_band(engine, flagged.report)
     # The headline share is read against the share chance gives at the items' lengths (not 5%).
-    chance = clean.report.comparison(ProbeMetric.LEVENSHTEIN).expected_share_length_matched
+    chance = clean.report.comparison(clean.report.primary_metric).expected_share_length_matched
     assert chance is not None and f"where about {chance:.0%} would by chance, given" in clean.report.summary
     assert "not an accusation" in flagged.report.statement
     for comparison in clean.report.metrics:

@@ -87,7 +87,7 @@ class Interval(_Response):
     level: float
 
 
-ProbeMetric = Literal["levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap"]
+ProbeMetric = Literal["levenshtein", "lcs_ratio", "levenshtein_margin", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap"]
 ProbeTest = Literal["completion", "logprob", "reference_logprob"]
 ProbeTestChoice = Literal["auto", "completion", "logprob", "reference_logprob"]
 
