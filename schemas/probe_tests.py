@@ -25,9 +25,11 @@ class ProbeMetric(StrEnum):
     `levenshtein`: normalised Levenshtein similarity (1 − edit distance / longer length).
     `lcs_ratio`: the longest common substring's length over the remainder's length (the longest
     verbatim run reproduced).
-    `levenshtein_margin`: `levenshtein` minus the completion's mean Levenshtein similarity to the
-    remainders of the 8 other items of its band with the nearest remainder lengths, in [-1, 1]: how
-    much more it reproduces its own item than items like it (`curation.evidence.completion_margin`).
+    `levenshtein_margin`: the completion's Levenshtein similarity to its own remainder minus its mean
+    similarity to the remainders of the 8 other items of its band with the nearest remainder
+    lengths, the words of the item's prefix left out of all of them, in [-1, 1]: how much more it
+    reproduces its own item than items like it, beyond what it was shown
+    (`curation.evidence.completion_margin`).
 
     Log-probability tests (the model's log-probabilities of the item's whole text, in nats):
     `loss`: the mean token log-probability, that is minus the loss per token.

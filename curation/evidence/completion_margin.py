@@ -11,10 +11,18 @@ item is closer to that item's remainder than to the remainders of other items; o
 band's common phrasing, or nothing, is as close to all of them. So each item's similarity is
 taken minus its completion's mean similarity to the remainders of `DECOYS` other items of its own
 band (the same side of the cutoff) with the nearest remainder lengths.
+
+A model also copies from what it was shown: KEV's descriptions repeat the vendor and product named
+in their first half, and a model that writes them again is closer to its own remainder than to the
+others' without having seen anything (a clean 12M-parameter model was still flagged in 10% of
+draws that way). So the words of the item's own prefix are left out of the completion and of every
+remainder it is compared with, and each other remainder also loses its own prefix's words: only
+what a prefix did not give counts.
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,30 +54,54 @@ def nearest_by_length(lengths: Sequence[int], *, count: int = DECOYS) -> list[li
     return found
 
 
-def levenshtein_margins(answers: Sequence[str], remainders: Sequence[str], own: Sequence[float], *, count: int = DECOYS) -> list[float]:
-    """For the items of one band: each item's Levenshtein similarity to its own remainder (`own`,
-    as `curation.evidence.probing.similarity` scored it) minus the mean normalised Levenshtein
-    similarity of its completion (`answers`, as scored: whitespace collapsed, an echoed prefix
-    removed) to the remainders (`remainders`, whitespace collapsed) of the `count` other items of
-    the band with the nearest remainder lengths. In [-1, 1]; an item alone in its band keeps its
+def prefix_words(prefix: str) -> frozenset[str]:
+    """The words of `prefix`, lower-cased and without surrounding punctuation."""
+    return frozenset(word for word in (token.strip(string.punctuation).lower() for token in prefix.split()) if word)
+
+
+def without_words(text: str, words: frozenset[str]) -> str:
+    """`text` without the whitespace-separated tokens whose word (as `prefix_words` reads it) is in `words`."""
+    return " ".join(token for token in text.split() if token.strip(string.punctuation).lower() not in words)
+
+
+def _similarity(answer: str, remainder: str) -> float:
+    """Normalised Levenshtein similarity; 0 where either side is empty (nothing reproduced, or nothing to reproduce)."""
+    return float(Levenshtein.normalized_similarity(answer, remainder)) if answer and remainder else 0.0
+
+
+def levenshtein_margins(answers: Sequence[str], remainders: Sequence[str], prefixes: Sequence[str], *, count: int = DECOYS) -> list[float]:
+    """For the items of one band: each completion's Levenshtein similarity to its own remainder
+    minus its mean similarity to the remainders of the `count` other items of the band with the
+    nearest remainder lengths, every text without the words of the item's own prefix
+    (`prefix_words`), and each other remainder without those of its own prefix too. `answers` are the completions as scored (whitespace collapsed, an echoed
+    prefix removed), `remainders` the true remainders (whitespace collapsed), `prefixes` what each
+    model was shown. In [-1, 1]; 0 for an item whose remainder holds only words of its prefix (there
+    is nothing it could reproduce without having been shown it); an item alone in its band keeps its
     own similarity (nothing to compare it with)."""
-    if not (len(answers) == len(remainders) == len(own)):
-        raise ValueError("answers, remainders and own similarities must have one entry per item")
+    if not (len(answers) == len(remainders) == len(prefixes)):
+        raise ValueError("answers, remainders and prefixes must have one entry per item")
     decoys = nearest_by_length([len(remainder) for remainder in remainders], count=count)
     margins = []
     for index, others in enumerate(decoys):
-        baseline = float(np.mean([Levenshtein.normalized_similarity(answers[index], remainders[other]) for other in others])) if others else 0.0
-        margins.append(float(own[index]) - baseline)
+        shown = prefix_words(prefixes[index])
+        answer, own = without_words(answers[index], shown), without_words(remainders[index], shown)
+        if not own:
+            margins.append(0.0)
+            continue
+        # Each other remainder without its own prefix's words too: like this item's, only what its prefix did not give.
+        novel = [without_words(remainders[other], shown | prefix_words(prefixes[other])) for other in others]
+        baseline = float(np.mean([_similarity(answer, text) for text in novel])) if others else 0.0
+        margins.append(_similarity(answer, own) - baseline)
     return margins
 
 
-def margins_by_band(answers: Sequence[str], remainders: Sequence[str], own: Sequence[float], in_band: Sequence[bool], *, count: int = DECOYS) -> list[float]:
+def margins_by_band(answers: Sequence[str], remainders: Sequence[str], prefixes: Sequence[str], in_band: Sequence[bool], *, count: int = DECOYS) -> list[float]:
     """`levenshtein_margins` within each of two bands (the items where `in_band` is true, and the
     rest), in the order given."""
     margins = [0.0] * len(answers)
     for side in (True, False):
         members = [index for index, flag in enumerate(in_band) if flag is side]
-        found = levenshtein_margins([answers[i] for i in members], [remainders[i] for i in members], [own[i] for i in members], count=count)
+        found = levenshtein_margins([answers[i] for i in members], [remainders[i] for i in members], [prefixes[i] for i in members], count=count)
         for index, margin in zip(members, found, strict=True):
             margins[index] = margin
     return margins

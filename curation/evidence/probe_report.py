@@ -256,7 +256,7 @@ def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion], *
     its band's items either side of `cutoff` (`margins_by_band`); failed ones (`error` set, or no
     completion) are only counted. Raises `ValueError` for an item the plan did not probe."""
     answered: list[Answered] = []
-    texts: list[tuple[str, str]] = []
+    texts: list[tuple[str, str, str]] = []
     failed = 0
     for completion in completions:
         cut = plan.cuts.get(completion.item_id)
@@ -266,10 +266,10 @@ def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion], *
             failed += 1
             continue
         scores = similarity(completion.completion, cut.remainder, prefix=cut.prefix)
-        texts.append((scored_answer(completion.completion, prefix=cut.prefix), scored_remainder(cut.remainder)))
+        texts.append((scored_answer(completion.completion, prefix=cut.prefix), scored_remainder(cut.remainder), cut.prefix))
         answered.append(Answered(plan.items[completion.item_id], len(" ".join(cut.remainder.split())), scores))
-    own, before = [entry.scores[ProbeMetric.LEVENSHTEIN] for entry in answered], [entry.item.occurred_at < cutoff_instant(cutoff) for entry in answered]
-    for entry, margin in zip(answered, margins_by_band([answer for answer, _ in texts], [truth for _, truth in texts], own, before), strict=True):
+    answers, truths, prefixes = ([text[k] for text in texts] for k in range(3))
+    for entry, margin in zip(answered, margins_by_band(answers, truths, prefixes, [entry.item.occurred_at < cutoff_instant(cutoff) for entry in answered]), strict=True):
         entry.scores[ProbeMetric.LEVENSHTEIN_MARGIN] = margin
     return Scored(answered=answered, failed=failed)
 

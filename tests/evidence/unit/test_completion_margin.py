@@ -9,9 +9,8 @@ import random
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from rapidfuzz.distance import Levenshtein
 
-from curation.evidence.completion_margin import levenshtein_margins, margins_by_band, nearest_by_length
+from curation.evidence.completion_margin import levenshtein_margins, margins_by_band, nearest_by_length, prefix_words, without_words
 from curation.evidence.probe_report import probe_report
 from curation.evidence.probing import plan_probes
 from schemas.evidence import ProbeCompletion, ProbeItem
@@ -34,23 +33,37 @@ def test_the_nearest_lengths_are_found_walking_out_from_each_item() -> None:
 
 def test_a_reproduced_remainder_stands_out_and_a_shared_phrase_or_nothing_does_not() -> None:
     remainders = [f"allows remote attackers to {ACTIONS[k]} {ACTIONS[k + 1]} via the {WORDS[k]} {WORDS[k + 1]}" for k in range(8)]
-    exact = levenshtein_margins(remainders, remainders, [1.0] * 8)
-    assert min(exact) > 0.3  # the template they share is most of each remainder
-    common = "allows remote attackers to run code via the"
-    own_similarity = [float(Levenshtein.normalized_similarity(common, remainder)) for remainder in remainders]
-    generic = levenshtein_margins([common] * 8, remainders, own_similarity)
-    assert abs(sum(generic) / len(generic)) < 0.03 and max(generic) < 0.2  # as close to its own as to the others, on average
-    assert levenshtein_margins([""] * 8, remainders, [0.0] * 8) == [0.0] * 8
-    assert levenshtein_margins(["alone"], ["alone"], [1.0]) == [1.0]  # nothing to compare with
+    prefixes = [f"Acme {WORDS[k]}: the {WORDS[k]} service" for k in range(8)]
+    exact = levenshtein_margins(remainders, remainders, prefixes)
+    assert min(exact) > 0.25  # the template they share is most of each remainder
+    generic = levenshtein_margins(["allows remote attackers to run code via the"] * 8, remainders, prefixes)
+    assert abs(sum(generic) / len(generic)) < 0.05 and max(generic) < 0.2  # as close to its own as to the others, on average
+    assert levenshtein_margins([""] * 8, remainders, prefixes) == [0.0] * 8
+    assert levenshtein_margins(["alone"], ["alone"], ["shown"]) == [1.0]  # nothing to compare with
     with pytest.raises(ValueError, match="one entry per item"):
-        levenshtein_margins(["a"], ["a", "b"], [1.0])
+        levenshtein_margins(["a"], ["a", "b"], ["p"])
+
+
+def test_words_the_model_was_shown_earn_nothing() -> None:
+    """Each remainder repeats the product its prefix named; a model that copies the product name
+    from its prompt is as close to its own remainder as to the others', once the prefix's words are
+    left out; one that writes the rest of its item still stands out."""
+    products = [f"{WORDS[k]}{k}" for k in range(8)]
+    prefixes = [f"Acme {product}: the" for product in products]
+    remainders = [f"{product} lets attackers {ACTIONS[k]} {ACTIONS[(k + 3) % len(ACTIONS)]} remotely" for k, product in enumerate(products)]
+    copied = levenshtein_margins([f"{product} is affected" for product in products], remainders, prefixes)
+    assert max(abs(margin) for margin in copied) < 0.1
+    assert min(levenshtein_margins(remainders, remainders, prefixes)) > 0.2
+    assert without_words("Acme Router: the router's flaw", prefix_words("acme ROUTER")) == "the router's flaw"
+    # A remainder made only of words the prefix gave leaves nothing to reproduce.
+    assert levenshtein_margins(["x y", "z"], ["alpha beta", "gamma"], ["alpha beta", "delta"])[0] == 0.0
 
 
 def test_margins_are_taken_within_each_band() -> None:
-    answers, remainders = ["aaaa", "bbbb", "aaaa", "bbbb"], ["aaaa", "bbbb", "aaaa", "bbbb"]
+    answers, remainders, prefixes = ["aaaa", "bbbb", "aaaa", "bbbb"], ["aaaa", "bbbb", "aaaa", "bbbb"], ["p"] * 4
     # Within a band holding only copies of its own remainder, a faithful completion has no margin.
-    assert margins_by_band(answers, remainders, [1.0] * 4, [True, False, True, False]) == [0.0] * 4
-    assert margins_by_band(answers, remainders, [1.0] * 4, [True, True, False, False]) == [1.0] * 4
+    assert margins_by_band(answers, remainders, prefixes, [True, False, True, False]) == [0.0] * 4
+    assert margins_by_band(answers, remainders, prefixes, [True, True, False, False]) == [1.0] * 4
 
 
 def _bands(count: int, rng: random.Random) -> list[ProbeItem]:

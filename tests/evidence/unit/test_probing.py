@@ -126,7 +126,7 @@ def _report(pre_answer: Callable[[str], str], control_answer: Callable[[str], st
     items = []
     for band, start in (("pre", datetime(2023, 1, 1, tzinfo=UTC)), ("ctl", datetime(2024, 2, 1, tzinfo=UTC))):
         for index in range(n):
-            text = f"first part of item {band} {index} and then the remainder of item {band} {index} here"
+            text = f"first part of item {band} {index} and then the remainder holding mark{index}x here"
             items.append(_item(text, item_id=f"{band}-{index}", when=start + timedelta(days=index)))
     plan = plan_probes(items, dataset="d", split="s")
     completions = [
