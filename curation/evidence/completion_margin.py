@@ -16,8 +16,9 @@ A model also copies from what it was shown: KEV's descriptions repeat the vendor
 in their first half, and a model that writes them again is closer to its own remainder than to the
 others' without having seen anything (a clean 12M-parameter model was still flagged in 10% of
 draws that way). So the words of the item's own prefix are left out of the completion and of every
-remainder it is compared with, and each other remainder also loses its own prefix's words: only
-what a prefix did not give counts.
+remainder it is compared with: only what the prefix did not give counts. (Leaving each other
+remainder's own prefix words out of it too was measured on the same bench and let more clean
+draws through: 6.8% against 3.4%.)
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def levenshtein_margins(answers: Sequence[str], remainders: Sequence[str], prefi
     """For the items of one band: each completion's Levenshtein similarity to its own remainder
     minus its mean similarity to the remainders of the `count` other items of the band with the
     nearest remainder lengths, every text without the words of the item's own prefix
-    (`prefix_words`), and each other remainder without those of its own prefix too. `answers` are the completions as scored (whitespace collapsed, an echoed
+    (`prefix_words`). `answers` are the completions as scored (whitespace collapsed, an echoed
     prefix removed), `remainders` the true remainders (whitespace collapsed), `prefixes` what each
     model was shown. In [-1, 1]; 0 for an item whose remainder holds only words of its prefix (there
     is nothing it could reproduce without having been shown it); an item alone in its band keeps its
@@ -88,9 +89,7 @@ def levenshtein_margins(answers: Sequence[str], remainders: Sequence[str], prefi
         if not own:
             margins.append(0.0)
             continue
-        # Each other remainder without its own prefix's words too: like this item's, only what its prefix did not give.
-        novel = [without_words(remainders[other], shown | prefix_words(prefixes[other])) for other in others]
-        baseline = float(np.mean([_similarity(answer, text) for text in novel])) if others else 0.0
+        baseline = float(np.mean([_similarity(answer, without_words(remainders[other], shown)) for other in others])) if others else 0.0
         margins.append(_similarity(answer, own) - baseline)
     return margins
 

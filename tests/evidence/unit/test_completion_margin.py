@@ -37,7 +37,7 @@ def test_a_reproduced_remainder_stands_out_and_a_shared_phrase_or_nothing_does_n
     exact = levenshtein_margins(remainders, remainders, prefixes)
     assert min(exact) > 0.25  # the template they share is most of each remainder
     generic = levenshtein_margins(["allows remote attackers to run code via the"] * 8, remainders, prefixes)
-    assert abs(sum(generic) / len(generic)) < 0.05 and max(generic) < 0.2  # as close to its own as to the others, on average
+    assert abs(sum(generic) / len(generic)) < 0.1 and max(generic) < 0.3  # about as close to its own as to the others, far below a reproduction
     assert levenshtein_margins([""] * 8, remainders, prefixes) == [0.0] * 8
     assert levenshtein_margins(["alone"], ["alone"], ["shown"]) == [1.0]  # nothing to compare with
     with pytest.raises(ValueError, match="one entry per item"):
