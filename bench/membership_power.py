@@ -67,14 +67,12 @@ from bench.common import DATA, ROOT
 from bench.tinylm import model as lm
 from bench.tinylm.corpus import GROUPS, Design, background_texts, design, kev_items
 from bench.tinylm.power import TESTS, PowerRow, collapsed, draw_rates, print_table, rate_table
-from bench.tinylm.scoring import logprob_reports
+from bench.tinylm.scoring import completion_report, logprob_reports
 from bench.tinylm.serve import LoadedModel, serve
 from bench.tinylm.temporal_splits import chance_spread, clean_split_rates, quarterly_cutoffs, split_table
-from curation.evidence.probe_report import probe_report
 from curation.evidence.probe_runner import complete_sync
 from curation.evidence.probing import plan_probes
 from schemas.evidence import ProbeEndpoint
-from schemas.probe_tests import ProbeMetric
 
 OUT = ROOT / "var" / "bench" / "membership_power"
 SEEDS = {"C": 11, "N": 11, "R": 23}
@@ -138,20 +136,14 @@ def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str],
 
 
 def probe(client: httpx.Client, base_url: str, name: str, plan: Design) -> dict[str, Any]:
-    """The product's completion probe against the served model: per-item similarity and remainder
-    length, and the report's own verdict on all pre-cutoff items against the control band."""
+    """The product's completion probe against the served model: each item's completion, then its
+    scores and the report's verdict on all pre-cutoff items against the control band
+    (`completion_report`, which scores stored completions again as the product scores them now)."""
     items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
     probes = plan_probes(items, dataset="CISA KEV", split="catalog")
     endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
     completions = complete_sync(client, probes.prompts, endpoint, clock=time.time)
-    report = probe_report(probes, completions, cutoff=plan.cutoff, model=name)
-    primary = next(metric for metric in report.metrics if metric.metric == ProbeMetric.LEVENSHTEIN)
-    return {
-        "scores": {entry.item_id: {metric.value: value for metric, value in entry.similarity.items()} for entry in report.items},
-        "lengths": {entry.item_id: entry.remainder_chars for entry in report.items},
-        "report": {"flagged": primary.flagged, "length_matched_p": primary.length_matched_p_value, "median_gap": primary.median_gap, "summary": report.summary},
-        "failed": report.n_failed,
-    }
+    return completion_report(plan, {entry.item_id: entry.completion for entry in completions if entry.completion is not None}, model=name)
 
 
 def verbatim(probed: dict[str, Any], plan: Design) -> dict[str, dict[str, float]]:
@@ -223,6 +215,7 @@ def main() -> int:
             OUT / f"logprobs-{key}-r{args.reference_seed}.json", clock, fresh, MODELS, lambda names: clock.run("log-probs", logprob_reports, client, base_url, plan, targets=names)
         )
 
+    probed = {name: completion_report(plan, found["completions"], model=name) for name, found in probed.items()}  # as the product scores them now
     rng = np.random.default_rng(args.seed)
     rows: list[PowerRow] = clock.run("power", draw_rates, plan, probed, scored, rng=rng, draws=args.draws, n=args.n)
     single = collapsed(plan)

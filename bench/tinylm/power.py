@@ -19,15 +19,16 @@ MAX_FALSE_POSITIVES = 0.06
 CLEAN = ("N", "R")
 """The clean models: background only, from two seeds."""
 MIN_POWER = 0.80
-TESTS = ("levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap", "reference_test")
-"""`levenshtein` and `lcs_ratio` are the completion probe's metrics (greedy text over chat
-completions); the rest read log-probabilities (`curation.evidence.membership`); `reference_gap` is
+TESTS = ("levenshtein_margin", "levenshtein", "lcs_ratio", "loss", "min_k", "min_k_plus_plus", "zlib", "reference_gap", "reference_test")
+"""`levenshtein_margin`, `levenshtein` and `lcs_ratio` are the completion probe's metrics (greedy
+text over chat completions); the rest read log-probabilities (`curation.evidence.membership`); `reference_gap` is
 the reference model's loss per byte minus the target's on the same item; `reference_test` is the
 reference test's decision, the gap confirmed by the target's own Min-K%++ on the same draw (`JOINT`)."""
-COMPLETION = ("levenshtein", "lcs_ratio")
-DECIDING = {"levenshtein": "completion", "min_k_plus_plus": "logprob", "reference_test": "reference_logprob"}
+COMPLETION = ("levenshtein_margin", "levenshtein", "lcs_ratio")
+DECIDING = {"levenshtein_margin": "completion", "min_k_plus_plus": "logprob", "reference_test": "reference_logprob"}
 """The metric each of the product's tests decides on (its primary metric; the reference test's
 joint decision): the rest are shown beside them."""
+PROBE = next(metric for metric, test in DECIDING.items() if test == "completion")
 JOINT = {"reference_test": ("reference_gap", "min_k_plus_plus")}
 """Tests that flag only where every one of their metrics does (an intersection-union test: its
 p-value is the largest of theirs), as `curation.evidence.probe_report.confirmed` decides."""
@@ -170,7 +171,7 @@ def print_table(
         print(f"  {name:<5} " + "".join(f"{by_band[band]['half']:>9.2f} ({by_band[band]['whole']:.2f})" for band in bands))
     for name, probe in probed.items():
         report = probe["report"]
-        verdict = f"flagged {report['flagged']}, length-matched p {report['length_matched_p']:.3g}, gap {report['median_gap']:+.3f}"
+        verdict = f"{report['metric']}: flagged {report['flagged']}, length-matched p {report['length_matched_p']:.3g}, gap {report['median_gap']:+.3f}"
         print(f"  probe report on {name}, all pre-cutoff items vs control: {verdict}")
     for name, report in scored.items():
         verdicts = ", ".join(f"{metric} {'flagged' if entry['flagged'] else 'not flagged'} (p {entry['length_matched_p']:.2g})" for metric, entry in report["report"].items())
@@ -198,7 +199,7 @@ log-probability tests detect the 10x group with power >= 0.8 where the completio
         line = f"  {test:<16} false positives {false:.3f}"
         if test not in COMPLETION:
             power = by[(test, "C", "10x")].rate
-            probe_power = by[("levenshtein", "C", "10x")].rate
+            probe_power = by[(PROBE, "C", "10x")].rate
             strong = power >= MIN_POWER and probe_power < MIN_POWER
             ok &= strong
             line += f"; 10x power {power:.3f} >= {MIN_POWER} where the probe's is {probe_power:.3f}: {'PASS' if strong else 'FAIL'}"

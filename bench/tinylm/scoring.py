@@ -7,6 +7,7 @@ with R, a model trained on background only, as the reference of the reference-ca
 from __future__ import annotations
 
 import time
+from datetime import date
 from typing import Any
 
 import httpx
@@ -14,7 +15,9 @@ import httpx
 from bench.tinylm.corpus import Design
 from curation.evidence.logprob_runner import plan_membership, score_texts_sync
 from curation.evidence.membership_report import membership_report
-from schemas.evidence import ProbeEndpoint
+from curation.evidence.probe_report import probe_report
+from curation.evidence.probing import plan_probes
+from schemas.evidence import ProbeCompletion, ProbeEndpoint
 from schemas.model_registry import LogprobSupport
 
 REFERENCE = "R"
@@ -52,3 +55,25 @@ def logprob_reports(client: httpx.Client, base_url: str, plan: Design, *, target
             "failed": report.n_failed,
         }
     return out
+
+
+def completion_report(plan: Design, completions: dict[str, str], *, model: str, cutoff: date | None = None) -> dict[str, Any]:
+    """The completion probe's report from stored completions (item id → text), as the product makes
+    it with the bands split at `cutoff` (the plan's by default; `levenshtein_margin` compares each
+    completion with the items of its own band, so it moves with the cutoff): each item's scores
+    (item id → metric → value), its remainder length, and the verdict on the primary metric."""
+    items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
+    probes = plan_probes(items, dataset="CISA KEV", split="catalog")
+    answers = [ProbeCompletion(item_id=item_id, completion=text) for item_id, text in completions.items()]
+    report = probe_report(probes, answers, cutoff=cutoff or plan.cutoff, model=model)
+    primary = report.comparison(report.primary_metric)
+    return {
+        "scores": {entry.item_id: {metric.value: value for metric, value in entry.similarity.items()} for entry in report.items},
+        "lengths": {entry.item_id: entry.remainder_chars for entry in report.items},
+        "completions": completions,
+        "report": {
+            "metric": report.primary_metric.value, "flagged": primary.flagged, "length_matched_p": primary.length_matched_p_value,
+            "median_gap": primary.median_gap, "summary": report.summary,
+        },
+        "failed": report.n_failed,
+    }  # fmt: skip

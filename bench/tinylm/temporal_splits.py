@@ -21,6 +21,7 @@ import numpy as np
 
 from bench.tinylm.corpus import Design, KevItem
 from bench.tinylm.power import CLEAN, DECIDING, MAX_FALSE_POSITIVES, TESTS, flagged_draws, side
+from bench.tinylm.scoring import completion_report
 from curation.evidence.clean_band import near_pre_cutoff
 from schemas.evidence import cutoff_instant
 
@@ -67,14 +68,16 @@ def clean_split_rates(plan: Design, probed: dict[str, Any], scored: dict[str, An
         control = [item for item in items if item.occurred_at >= instant and item.item_id not in near]
         if min(len(pre), len(control)) >= MIN_SIDE:
             used.append((cutoff, pre, control))
-    rows = []
-    for model in CLEAN:
-        for test in TESTS:
-            rates = [
-                flagged_draws(side(test, model, probed, scored, pre), side(test, model, probed, scored, control), rng=rng, draws=draws, n=n) / draws for _, pre, control in used
-            ]
-            rows.append(SplitRates(test=test, model=model, cutoffs=tuple(cutoff.isoformat() for cutoff, _, _ in used), rates=tuple(rates)))
-    return rows
+    rates: dict[tuple[str, str], list[float]] = {}
+    for cutoff, pre, control in used:
+        for model in CLEAN:
+            # The completion scores again with the bands of this cutoff (the margin compares within a band).
+            at = {**probed, model: completion_report(plan, probed[model]["completions"], model=model, cutoff=cutoff)}
+            for test in TESTS:
+                hits = flagged_draws(side(test, model, at, scored, pre), side(test, model, at, scored, control), rng=rng, draws=draws, n=n)
+                rates.setdefault((test, model), []).append(hits / draws)
+    names = tuple(cutoff.isoformat() for cutoff, _, _ in used)
+    return [SplitRates(test=test, model=model, cutoffs=names, rates=tuple(rates[(test, model)])) for model in CLEAN for test in TESTS]
 
 
 def chance_spread(
@@ -83,7 +86,8 @@ def chance_spread(
     """Per test, on `model`: the unexposed and control items' scores pooled and split at random
     `splits` times into pools of their sizes, each split's rate over `draws` draws: the mean (the
     test's size where the bands are exchangeable), the share of splits above 6% and the 90th
-    percentile (how far one split's rate swings by chance alone)."""
+    percentile (how far one split's rate swings by chance alone). Completion scores are as at the
+    bench's cutoff (a margin's comparison items are not drawn again for each random split)."""
     out = {}
     for test in TESTS:
         pre, control = side(test, model, probed, scored, plan.unexposed), side(test, model, probed, scored, plan.control)
