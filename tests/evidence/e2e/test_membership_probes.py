@@ -12,20 +12,17 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from schemas.model_registry import Augmentation, LogprobSupport, TrainsOnInputs
 from schemas.probe_tests import ProbeMetric, ProbeTest
 from schemas.probes import ProbeRead
-from schemas.release import ReleaseItem
 from schemas.runs import Run, RunItem
 from tests.conftest import SHARED_DATA, LiveServer
 from tests.eval_support import kev_records
 from tests.evidence.e2e.test_probe_service import EVAL_CUTOFF, inputs, wait_for
 from tests.evidence_support import register_corpus, register_model
-from tests.run_support import released_eval
 from tests.support.corpora import KEV_CUTOFF
 from tests.support.logprob_server import serve_language_model
 from tests.support.ngram_lm import CharNgramModel
@@ -122,16 +119,6 @@ def test_an_endpoint_that_scores_only_what_it_writes_gets_a_clear_error(live_ser
     assert failed.error is not None and "the logprob test cannot run: endpoint 'm-cpp-local'" in failed.error
     assert "score only the tokens they generate" in failed.error and "'chat' or 'none'" in failed.error
     assert len(server.bodies) < 12  # it stopped at the first answer
-
-
-@pytest.fixture
-def private_eval(engine: Engine) -> dict[str, Any]:
-    """A released eval of 60 KEV items of early 2024 with a 30% sealed slice, and each item's released input."""
-    released = released_eval(engine, count=60, sealed_fraction=0.3)
-    with Session(engine) as session:
-        rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == released.release.id)).all()
-        texts = {row.item_id: json.loads(row.content)["input"] for row in rows}
-    return {"dev": released.dev, "sealed": released.sealed, "texts": texts}
 
 
 def test_the_reference_endpoint_is_gated_guarded_and_ledgered_and_sealed_items_never_go(live_server: LiveServer, engine: Engine, private_eval: dict[str, Any]) -> None:

@@ -12,7 +12,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -24,12 +23,10 @@ from schemas.item import Item
 from schemas.model_registry import TrainsOnInputs
 from schemas.probe_tests import ProbeMetric
 from schemas.probes import Probe, ProbeRead
-from schemas.release import ReleaseItem
 from schemas.runs import RunItem
 from tests.conftest import SHARED_DATA, LiveServer
 from tests.eval_support import kev_records
 from tests.evidence_support import register_corpus, register_model
-from tests.run_support import released_eval
 from tests.support.corpora import KEV_CUTOFF
 from tests.support.images import assert_png, assert_svg
 from tests.support.ngram_server import WordNgramModel, serve_model
@@ -119,16 +116,6 @@ def test_a_memorising_model_is_flagged_and_a_clean_one_is_not_through_the_api(li
         assert session.exec(select(RunItem)).all() == []
         assert session.exec(select(Item).where(col(Item.exposed_at).is_not(None))).all() == []
         assert {probe.run_id for probe in session.exec(select(Probe))} == {None}
-
-
-@pytest.fixture
-def private_eval(engine: Engine) -> dict[str, Any]:
-    """A released eval of 60 KEV items of early 2024 with a 30% sealed slice, and each item's released input."""
-    released = released_eval(engine, count=60, sealed_fraction=0.3)
-    with Session(engine) as session:
-        rows = session.exec(select(ReleaseItem).where(ReleaseItem.release_id == released.release.id)).all()
-        texts = {row.item_id: json.loads(row.content)["input"] for row in rows}
-    return {"dev": released.dev, "sealed": released.sealed, "texts": texts}
 
 
 def _probe(client: httpx.Client, endpoint: str, **extra: Any) -> httpx.Response:
