@@ -84,7 +84,9 @@ TEST_SEES: dict[ProbeTest, str] = {
     ProbeTest.COMPLETION: (
         "The completion test reads only the text the model writes greedily when shown the first part of an item, so it sees "
         "verbatim-level memorisation: a model that saw an item a few times among much other text, and remembers it only in "
-        "its probabilities, passes it unseen."
+        "its probabilities, passes it unseen. Its score, levenshtein_margin, is how much closer an answer is to its own item "
+        "than to items of similar length from the same side of the cutoff, the words it was shown left out: about 0 for a "
+        "model that writes what is common or what it was given, higher the more of its own item it reproduces."
     ),
     ProbeTest.LOGPROB: (
         "The log-probability test reads how likely the model finds each token of an item's whole text, so it also sees "
