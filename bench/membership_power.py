@@ -1,9 +1,11 @@
 """Power of the contamination tests on real neural models trained from scratch here. Prints figures; not a test.
 
-CISA KEV records are the probed items (text as the example mapping makes the input; dated by
-`dateAdded`), cut at `--cutoff` into pre-cutoff items and the control band. Three small GPT-2-style
-models are trained from scratch with one byte-level BPE tokenizer trained on background text only
-(Hadoop Jira reports and STS headlines, never KEV):
+The records of one pool (`--pool`, `bench.tinylm.corpus.POOLS`) are the probed items: CISA KEV
+records (`kev`, the default, on which the completion test's margin was designed) or Apache Hadoop
+Jira reports (`hadoop`, measured only), cut at `--cutoff` into pre-cutoff items and the control
+band. Three small GPT-2-style models are trained from scratch with one byte-level BPE tokenizer
+trained on background text only (the other data sets, never the pool's: for KEV, Hadoop Jira
+reports and STS headlines; for Hadoop, KEV records and the headlines):
 
 - C (exposed): the background plus four groups of pre-cutoff items seen 1, 3, 10 and 30 times,
   each placement whole at a random point of the run; the other pre-cutoff items are unexposed;
@@ -13,7 +15,7 @@ models are trained from scratch with one byte-level BPE tokenizer trained on bac
   (N as its own reference would be no test at all, and R keeps C's and N's tests alike). R is also
   probed as a second clean model, with N as its reference.
 
-Near duplicates of an exposed item (KEV repeats descriptions) are left out of the unexposed items
+Near duplicates of an exposed item (KEV repeats descriptions, Jira reports duplicate) are left out of the unexposed items
 and of the control band. Each model is served over loopback HTTP as an OpenAI-compatible
 endpoint, and the product's own code runs against it: the completion probe (`plan_probes` →
 `complete_sync` → `probe_report`) and log-probability membership scores from `/v1/completions`
@@ -27,7 +29,7 @@ continuation of the first half reproduces at least half of the rest as one run, 
 
 One cutoff is one split of the items, and draws from its two pools all see whatever difference that
 split happens to hold, so the false-positive rate is judged over repeated temporal splits: N and R
-saw no KEV item, so every quarterly cutoff from `--first-cutoff` to `--last-cutoff` splits the items
+saw no item of the pool, so every quarterly cutoff from `--first-cutoff` to `--last-cutoff` splits the items
 into bands neither has seen (`bench.tinylm.temporal_splits`); beside it, how far one split's rate
 swings when the same scores are split at random. PASS/FAIL lines against the issue's targets (each
 test's false positives over temporal splits <= 6% on both clean models, judged on the metric it
@@ -37,11 +39,11 @@ exit status 1 when one fails.
 Models and per-item scores are cached under `var/bench/membership_power/` (keyed by the recipe and
 who is exposed how often); `--retrain` trains again, `--rescore` probes and scores again,
 `--reference-seed` trains another reference (results in `results-r<seed>.json`); another size
-(`--layers`, `--width`, `--heads`) writes `results-<recipe>.json`.
+(`--layers`, `--width`, `--heads`) writes `results-<recipe>.json`; another pool `results-<pool>.json`.
 
-Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--device cpu|cuda] [--retrain] [--rescore]
+Usage: PYTHONPATH=.:clients/python .venv/bin/python bench/membership_power.py [--pool kev|hadoop] [--device cpu|cuda] [--retrain] [--rescore]
        [--per-group 80] [--draws 1000] [--n 50] [--epochs 2] [--background-chars 400000] [--reference-seed 23]
-       [--layers 4 --width 256 --heads 4] [--first-cutoff 2022-01-01] [--last-cutoff 2025-01-01] [--split-draws 400] [--chance-splits 100] [--chance-draws 200]
+       [--layers 4 --width 256 --heads 4] [--cutoff D] [--first-cutoff D] [--last-cutoff D] [--split-draws 400] [--chance-splits 100] [--chance-draws 200]
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import DATA, ROOT
 from bench.tinylm import model as lm
-from bench.tinylm.corpus import GROUPS, Design, background_texts, design, kev_items
+from bench.tinylm.corpus import GROUPS, POOLS, Design, background_texts, design
 from bench.tinylm.power import TESTS, PowerRow, collapsed, draw_rates, print_table, rate_table
 from bench.tinylm.scoring import completion_report, logprob_reports
 from bench.tinylm.serve import LoadedModel, serve
@@ -140,7 +142,7 @@ def probe(client: httpx.Client, base_url: str, name: str, plan: Design) -> dict[
     scores and the report's verdict on all pre-cutoff items against the control band
     (`completion_report`, which scores stored completions again as the product scores them now)."""
     items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
-    probes = plan_probes(items, dataset="CISA KEV", split="catalog")
+    probes = plan_probes(items, dataset=plan.source.dataset, split=plan.source.split)
     endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
     completions = complete_sync(client, probes.prompts, endpoint, clock=time.time)
     return completion_report(plan, {entry.item_id: entry.completion for entry in completions if entry.completion is not None}, model=name)
@@ -165,7 +167,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a machine with a GPU (not measured here).")
     parser.add_argument("--retrain", action="store_true", help="Train the models again instead of loading the cached ones.")
     parser.add_argument("--rescore", action="store_true", help="Probe and score the items again instead of reading the cached per-item scores.")
-    parser.add_argument("--cutoff", type=date.fromisoformat, default=date(2024, 1, 1))
+    parser.add_argument("--pool", choices=sorted(POOLS), default="kev", help="The probed items: CISA KEV records, or Apache Hadoop Jira reports.")
+    parser.add_argument("--cutoff", type=date.fromisoformat, help="The bench's cutoff (the pool's by default: 2024-01-01 for kev, 2023-01-01 for hadoop).")
     parser.add_argument("--per-group", type=int, default=80, help="Items per exposure group (1, 3, 10, 30 times).")
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--n", type=int, default=50, help="Items drawn per band in each draw (without replacement).")
@@ -177,25 +180,28 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reference-seed", type=int, default=SEEDS["R"], help="Seed of the reference model R (another seed trains and caches another R).")
     parser.add_argument("--seed", type=int, default=20261205)
-    parser.add_argument("--first-cutoff", type=date.fromisoformat, default=date(2022, 1, 1), help="First cutoff of the clean models' temporal splits (quarterly from it).")
-    parser.add_argument("--last-cutoff", type=date.fromisoformat, default=date(2025, 1, 1))
+    parser.add_argument("--first-cutoff", type=date.fromisoformat, help="First quarterly cutoff of the clean models' temporal splits (2022-01-01 for kev, 2021-01-01 for hadoop).")
+    parser.add_argument("--last-cutoff", type=date.fromisoformat, help="Last cutoff of the temporal splits (2025-01-01 for kev, 2024-01-01 for hadoop).")
     parser.add_argument("--split-draws", type=int, default=400, help="Draws per temporal split and per random split.")
     parser.add_argument("--chance-splits", type=int, default=100, help="Random splits of the unexposed and control pools for the chance spread.")
     parser.add_argument("--chance-draws", type=int, default=200, help="Draws per random split.")
     parser.add_argument("--train-only", action="store_true", help="Stop after training (or loading) the models.")
     args = parser.parse_args()
+    pool = POOLS[args.pool]
+    args.cutoff, args.first_cutoff, args.last_cutoff = args.cutoff or pool.cutoff, args.first_cutoff or pool.first_cutoff, args.last_cutoff or pool.last_cutoff
     torch.set_num_threads(args.threads)
     recipe = replace(lm.Recipe(), epochs=args.epochs, background_chars=args.background_chars, layers=args.layers, width=args.width, heads=args.heads)
     clock = Clock()
     OUT.mkdir(parents=True, exist_ok=True)
 
-    background = clock.run("background", background_texts, DATA, max_chars=recipe.background_chars)
-    tokenizer = clock.run("tokenizer", lm.train_tokenizer, background, recipe.vocab, OUT / f"tokenizer-{recipe.vocab}-{recipe.background_chars}.json")
-    items = kev_items(DATA, keep=lambda text: len(tokenizer.encode(text).ids) + 2 <= recipe.block)
-    plan: Design = clock.run("design", design, items, cutoff=args.cutoff, per_group=args.per_group, seed=args.seed)
+    named = "" if pool.name == "kev" else f"-{pool.name}"
+    background = clock.run("background", background_texts, DATA, pool=pool.name, max_chars=recipe.background_chars)
+    tokenizer = clock.run("tokenizer", lm.train_tokenizer, background, recipe.vocab, OUT / f"tokenizer-{recipe.vocab}-{recipe.background_chars}{named}.json")
+    items = pool.items(DATA, lambda text: len(tokenizer.encode(text).ids) + 2 <= recipe.block)
+    plan: Design = clock.run("design", design, items, cutoff=args.cutoff, per_group=args.per_group, seed=args.seed, pool=pool.name)
     counts = {**{f"{count}x": len(plan.groups[count]) for count in GROUPS}, "unexposed": len(plan.unexposed), "control": len(plan.control)}
     twins = {band: sum(1 for value in plan.twins.values() if value == band) for band in ("unexposed", "control")}
-    print(f"  {len(items)} KEV items under {recipe.block} tokens; cutoff {args.cutoff}; {counts}")
+    print(f"  {len(items)} {pool.dataset} items under {recipe.block} tokens; cutoff {args.cutoff}; {counts}")
     print(f"  near duplicates of exposed items left out (curation.evidence.clean_band): {twins}")
 
     models: dict[str, LoadedModel] = {}
@@ -231,7 +237,7 @@ def main() -> int:
     passed = powered and sized
     results = {
         "machine": f"{machine()}, {os.cpu_count()} cores, torch on {torch.get_num_threads()} threads, {args.device}",
-        "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
+        "pool": pool.name, "cutoff": args.cutoff.isoformat(), "counts": counts, "twins_left_out": twins,
         "recipe": asdict(recipe), "reference_seed": args.reference_seed, "models": runs, "verbatim": shares, "draws": args.draws, "n": args.n, "tests": list(TESTS),
         "probe_reports": {name: probed[name]["report"] for name in probed},
         "logprob_reports": {name: {key: scored[name][key] for key in ("test", "report", "summary")} for name in scored},
@@ -241,7 +247,7 @@ def main() -> int:
         "split_draws": args.split_draws, "chance_splits": args.chance_splits, "chance_draws": args.chance_draws, "phases_seconds": clock.phases,
     }  # fmt: skip
     default_size = replace(recipe, epochs=lm.Recipe.epochs, background_chars=lm.Recipe.background_chars) == lm.Recipe()
-    suffix = ("" if args.reference_seed == SEEDS["R"] else f"-r{args.reference_seed}") + ("" if default_size else f"-{recipe.key()}")
+    suffix = named + ("" if args.reference_seed == SEEDS["R"] else f"-r{args.reference_seed}") + ("" if default_size else f"-{recipe.key()}")
     written = OUT / f"results{suffix}.json"
     written.write_text(json.dumps(results, indent=1))
     print(f"\nphases (s): {clock.phases}\nwritten: {written.relative_to(ROOT)}")

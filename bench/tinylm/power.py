@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.tinylm.corpus import GROUPS, Design, KevItem
+from bench.tinylm.corpus import GROUPS, Design, PoolItem
 from bench.tinylm.scoring import REFERENCE_OF
 from curation.evidence.clean_band import near_any
 from curation.evidence.length_strata import length_matched_mann_whitney
@@ -50,7 +50,7 @@ class PowerRow:
     control_pool: int
 
 
-def joint_values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[tuple[float, ...], int] | None:
+def joint_values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: PoolItem) -> tuple[tuple[float, ...], int] | None:
     """(scores, length) of one item under each metric of `test` (`JOINT`, else the test alone)."""
     found = [values(part, model, probed, scored, item) for part in JOINT.get(test, (test,))]
     if any(value is None for value in found):
@@ -58,7 +58,7 @@ def joint_values(test: str, model: str, probed: dict[str, Any], scored: dict[str
     return tuple(value[0] for value in found if value is not None), next(value[1] for value in found if value is not None)
 
 
-def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: KevItem) -> tuple[float, int] | None:
+def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], item: PoolItem) -> tuple[float, int] | None:
     """(score, length) of one item under one test, higher meaning more like a member; None when
     the item has no score (a failed probe)."""
     if test in COMPLETION:
@@ -70,7 +70,7 @@ def values(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any]
     return scored[model]["scores"][item.item_id][test], scored[model]["lengths"][item.item_id]
 
 
-def one_per_cluster(members: list[KevItem]) -> list[KevItem]:
+def one_per_cluster(members: list[PoolItem]) -> list[PoolItem]:
     """The band with one item (the oldest) per cluster of near duplicates within it, clusters being
     joined by each item's nearest near copy in the band (`curation.evidence.clean_band.near_any`).
     Near copies in one band move together in every draw, so the test, which takes items as
@@ -86,13 +86,13 @@ def one_per_cluster(members: list[KevItem]) -> list[KevItem]:
 
     for link in near.values():
         parent[root(link.item_id)] = root(link.other)
-    kept: dict[str, KevItem] = {}
+    kept: dict[str, PoolItem] = {}
     for item in sorted(members, key=lambda item: (item.occurred_at, item.item_id)):
         kept.setdefault(root(item.item_id), item)
     return [item for item in members if kept.get(root(item.item_id)) is item]
 
 
-def comparisons(plan: Design) -> list[tuple[str, str, list[KevItem]]]:
+def comparisons(plan: Design) -> list[tuple[str, str, list[PoolItem]]]:
     """(model, band, items) compared with the control band: each exposure group and the unexposed
     items on C; on each clean model, the unexposed items and all exposure groups together (it saw
     none of them)."""
@@ -125,7 +125,7 @@ Side = tuple[np.ndarray, np.ndarray]
 """One band's scores (one row per item, one column per metric of the test) and scored lengths."""
 
 
-def side(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], members: list[KevItem]) -> Side:
+def side(test: str, model: str, probed: dict[str, Any], scored: dict[str, Any], members: list[PoolItem]) -> Side:
     """The scores and lengths of `members` under `test` on `model` (items without a score left out)."""
     found = [value for item in members if (value := joint_values(test, model, probed, scored, item)) is not None]
     return np.array([values for values, _ in found]), np.array([length for _, length in found], dtype=np.int64)

@@ -32,7 +32,7 @@ def logprob_reports(client: httpx.Client, base_url: str, plan: Design, *, target
     length (`lengths`) and the report's verdict per metric on all pre-cutoff items against the
     control band."""
     items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
-    membership = plan_membership(items, dataset="CISA KEV", split="catalog")
+    membership = plan_membership(items, dataset=plan.source.dataset, split=plan.source.split)
     answers = {}
     for name in dict.fromkeys([*targets, *(REFERENCE_OF[target] for target in targets)]):
         endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
@@ -63,7 +63,7 @@ def completion_report(plan: Design, completions: dict[str, str], *, model: str, 
     completion with the items of its own band, so it moves with the cutoff): each item's scores
     (item id → metric → value), its remainder length, and the verdict on the primary metric."""
     items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
-    probes = plan_probes(items, dataset="CISA KEV", split="catalog")
+    probes = plan_probes(items, dataset=plan.source.dataset, split=plan.source.split)
     answers = [ProbeCompletion(item_id=item_id, completion=text) for item_id, text in completions.items()]
     report = probe_report(probes, answers, cutoff=cutoff or plan.cutoff, model=model)
     primary = report.comparison(report.primary_metric)

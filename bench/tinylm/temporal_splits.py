@@ -5,7 +5,7 @@ One split at one cutoff is one draw of which items fall on each side. Repeated s
 50 from the same two pools keep that draw: where the older pool happens to score a little higher
 (drift, or chance), every sample sees it. So a single split's rate is not the test's size: random
 splits of the very same scores into pools of the same sizes show how far it swings
-(`chance_spread`). The clean models saw no KEV item, so any cutoff splits the items into a
+(`chance_spread`). The clean models saw no item of the pool, so any cutoff splits the items into a
 pre-cutoff band and a control band they have not seen (`clean_split_rates`): the mean over cutoffs
 is the false-positive rate over repeated temporal splits, drift included, and is what the
 requirement (at most 6% at alpha 0.05) is judged on.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.tinylm.corpus import Design, KevItem
+from bench.tinylm.corpus import Design, PoolItem
 from bench.tinylm.power import CLEAN, DECIDING, MAX_FALSE_POSITIVES, TESTS, flagged_draws, side
 from bench.tinylm.scoring import completion_report
 from curation.evidence.clean_band import near_pre_cutoff
@@ -60,7 +60,7 @@ def clean_split_rates(plan: Design, probed: dict[str, Any], scored: dict[str, An
     item (`curation.evidence.clean_band.near_pre_cutoff`, as the product cleans its control band),
     `draws` draws of `n` against `n` through the length-matched test."""
     items = [*plan.exposed(), *plan.unexposed, *plan.control]
-    used: list[tuple[date, list[KevItem], list[KevItem]]] = []
+    used: list[tuple[date, list[PoolItem], list[PoolItem]]] = []
     for cutoff in cutoffs:
         instant = cutoff_instant(cutoff)
         near = near_pre_cutoff([item.dated() for item in items], cutoff=cutoff)
