@@ -22,7 +22,7 @@ def test_define_review_refresh_and_serve_an_eval(live_server: LiveServer, engine
     # The curator may read sealed-bound items, so it may approve them (none is approved unread).
     admin, reader, curator = live_server.client("admin"), live_server.client("read"), live_server.client("curate", "sealed")
 
-    definition = {"name": "ops", "sources": ["kev"], "target_size": 20, "sealed_fraction": 0.3, "sealed_read_budget": 2}
+    definition = {"name": "ops", "sources": ["kev"], "target_size": 20, "sealed_fraction": 0.5, "sealed_read_budget": 2}  # both splits hold items but for about 1 key in 130,000
     assert reader.post("/v1/evals", json=definition).status_code == 403
     created = admin.post("/v1/evals", json=definition)
     assert created.status_code == 201, created.text
