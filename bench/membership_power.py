@@ -138,14 +138,14 @@ def trained(name: str, recipe: lm.Recipe, tokenizer: Any, background: list[str],
 
 
 def probe(client: httpx.Client, base_url: str, name: str, plan: Design) -> dict[str, Any]:
-    """The product's completion probe against the served model: each item's completion, then its
-    scores and the report's verdict on all pre-cutoff items against the control band
-    (`completion_report`, which scores stored completions again as the product scores them now)."""
-    items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
+    """The product's completion probe against the served model: each item's completion
+    (`completions`, item id → text), cached as it came back; `main` scores them as the product scores
+    them now (`completion_report`)."""
+    items = [item.probe_item() for item in plan.probed()]
     probes = plan_probes(items, dataset=plan.source.dataset, split=plan.source.split)
     endpoint = ProbeEndpoint(base_url=base_url, model=name, concurrency=2, timeout_seconds=120.0)
     completions = complete_sync(client, probes.prompts, endpoint, clock=time.time)
-    return completion_report(plan, {entry.item_id: entry.completion for entry in completions if entry.completion is not None}, model=name)
+    return {"completions": {entry.item_id: entry.completion for entry in completions if entry.completion is not None}}
 
 
 def verbatim(probed: dict[str, Any], plan: Design) -> dict[str, dict[str, float]]:

@@ -187,6 +187,10 @@ class Design:
     def exposed(self) -> list[PoolItem]:
         return [item for count in GROUPS for item in self.groups[count]]
 
+    def probed(self) -> list[PoolItem]:
+        """Every item the bench probes: the exposure groups, the unexposed items, the control band."""
+        return [*self.exposed(), *self.unexposed, *self.control]
+
     def band_of(self) -> dict[str, str]:
         bands = {item.item_id: f"{count}x" for count in GROUPS for item in self.groups[count]}
         bands.update({item.item_id: "unexposed" for item in self.unexposed})

@@ -3,7 +3,7 @@ length-matched Mann–Whitney test (`curation.evidence.length_strata.length_matc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,7 @@ def comparisons(plan: Design) -> list[tuple[str, str, list[PoolItem]]]:
 def collapsed(plan: Design) -> Design:
     """The plan with one item per near-duplicate cluster within the unexposed and control bands
     (the exposure groups hold no near copies of each other by construction)."""
-    return Design(cutoff=plan.cutoff, groups=plan.groups, unexposed=one_per_cluster(plan.unexposed), control=one_per_cluster(plan.control), twins=plan.twins)
+    return replace(plan, unexposed=one_per_cluster(plan.unexposed), control=one_per_cluster(plan.control))
 
 
 def joint_p(sides: tuple[Any, Any, Any, Any], a: Any, b: Any) -> float:

@@ -31,7 +31,7 @@ def logprob_reports(client: httpx.Client, base_url: str, plan: Design, *, target
     meaning more like a seen text; the reference gap against `REFERENCE_OF` the target), its scored
     length (`lengths`) and the report's verdict per metric on all pre-cutoff items against the
     control band."""
-    items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
+    items = [item.probe_item() for item in plan.probed()]
     membership = plan_membership(items, dataset=plan.source.dataset, split=plan.source.split)
     answers = {}
     for name in dict.fromkeys([*targets, *(REFERENCE_OF[target] for target in targets)]):
@@ -62,7 +62,7 @@ def completion_report(plan: Design, completions: dict[str, str], *, model: str, 
     it with the bands split at `cutoff` (the plan's by default; `levenshtein_margin` compares each
     completion with the items of its own band, so it moves with the cutoff): each item's scores
     (item id → metric → value), its remainder length, and the verdict on the primary metric."""
-    items = [item.probe_item() for item in [*plan.exposed(), *plan.unexposed, *plan.control]]
+    items = [item.probe_item() for item in plan.probed()]
     probes = plan_probes(items, dataset=plan.source.dataset, split=plan.source.split)
     answers = [ProbeCompletion(item_id=item_id, completion=text) for item_id, text in completions.items()]
     report = probe_report(probes, answers, cutoff=cutoff or plan.cutoff, model=model)

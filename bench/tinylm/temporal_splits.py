@@ -59,7 +59,7 @@ def clean_split_rates(plan: Design, probed: dict[str, Any], scored: dict[str, An
     the items dated before it against those dated on or after it, less those near a pre-cutoff
     item (`curation.evidence.clean_band.near_pre_cutoff`, as the product cleans its control band),
     `draws` draws of `n` against `n` through the length-matched test."""
-    items = [*plan.exposed(), *plan.unexposed, *plan.control]
+    items = plan.probed()
     used: list[tuple[date, list[PoolItem], list[PoolItem]]] = []
     for cutoff in cutoffs:
         instant = cutoff_instant(cutoff)

@@ -266,8 +266,8 @@ def score_completions(plan: ProbePlan, completions: Sequence[ProbeCompletion], *
             failed += 1
             continue
         scores = similarity(completion.completion, cut.remainder, prefix=cut.prefix)
-        texts.append((scored_answer(completion.completion, prefix=cut.prefix), scored_remainder(cut.remainder), cut.prefix))
-        answered.append(Answered(plan.items[completion.item_id], len(" ".join(cut.remainder.split())), scores))
+        texts.append((scored_answer(completion.completion, prefix=cut.prefix), (truth := scored_remainder(cut.remainder)), cut.prefix))
+        answered.append(Answered(plan.items[completion.item_id], len(truth), scores))
     answers, truths, prefixes = ([text[k] for text in texts] for k in range(3))
     for entry, margin in zip(answered, margins_by_band(answers, truths, prefixes, [entry.item.occurred_at < cutoff_instant(cutoff) for entry in answered]), strict=True):
         entry.scores[ProbeMetric.LEVENSHTEIN_MARGIN] = margin
