@@ -183,7 +183,7 @@ def _padded_range(values: np.ndarray) -> tuple[float, float]:
 
 def _metric_label(metric: ProbeMetric, *, completion: bool) -> str:
     if metric is ProbeMetric.LEVENSHTEIN_MARGIN:
-        return "similarity to the true remainder beyond similar items' (levenshtein_margin)"
+        return "margin over items of similar length (levenshtein_margin)"
     return f"similarity to the true remainder ({metric.value})" if completion else f"{metric.value} (higher: more like a text the model has seen)"
 
 
@@ -228,7 +228,7 @@ def probe_chart(report: ProbeReport, *, metric: ProbeMetric | None = None, image
             fontsize=8,
         )
         time_axes.set_ylim(low - 0.02 * (high - low), high + 0.02 * (high - low))
-        time_axes.set_ylabel("similarity per item" if completion else f"{metric.value} per item")
+        time_axes.set_ylabel(("margin" if metric is ProbeMetric.LEVENSHTEIN_MARGIN else "similarity") + " per item" if completion else f"{metric.value} per item")
         time_axes.set_xlabel("item date")
         _date_axis(time_axes)
         seen = "reproduced more closely" if completion else "likelier"

@@ -69,7 +69,7 @@ def test_probe_chart_renders_svg_and_png(probe: ProbeReport, tmp_path: Path) -> 
     (tmp_path / "probe.svg").write_bytes(svg)
     assert_svg((tmp_path / "probe.svg").read_bytes())
     assert b"completion similarity (levenshtein_margin)" in svg and b"not an accusation" in svg
-    assert b"beyond similar items" in svg
+    assert b"margin over items of similar length" in svg and b"margin per item" in svg
     png = probe_chart(probe, metric=ProbeMetric.LCS_RATIO, image_format="png", dpi=60)
     assert assert_png(png) == (600, 276)
 
